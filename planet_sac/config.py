@@ -1,0 +1,395 @@
+"""Typed, validated configuration.
+
+A config is a tree of dataclasses whose defaults are PlaNet's published settings.
+YAML files in `configs/` override some of them; `--set section.key=value` overrides
+on the command line override the file. Every key and every value is checked: an
+unknown key or a wrong type is an error naming the key and what is allowed, because a
+silently ignored typo wastes a day of training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+POLICIES = ("random", "cem", "sac", "sac_guided_cem")
+PolicyName = Literal["random", "cem", "sac", "sac_guided_cem"]
+
+
+class ConfigError(ValueError):
+    """A configuration problem, described in one line."""
+
+
+@dataclasses.dataclass
+class EnvConfig:
+    """Which environment to run and how observations look."""
+
+    task: str = "dmc:cheetah-run"  # gym:<gymnasium id> or dmc:<domain>-<task>
+    obs: Literal["image", "state"] = "image"
+    action_repeat: int = 4
+    time_limit: int | None = None  # agent steps per episode; None = the task's own limit
+    image_size: int = 64
+    seed: int = 0
+
+    def validate(self) -> None:
+        if not (self.task.startswith("gym:") or self.task.startswith("dmc:")) or len(self.task) < 5:
+            raise ConfigError(
+                f"env.task={self.task!r}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
+            )
+        _positive("env.action_repeat", self.action_repeat)
+        if self.time_limit is not None:
+            _positive("env.time_limit", self.time_limit)
+        _positive("env.image_size", self.image_size)
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Replay: how chunks are streamed from the episode directories."""
+
+    batch_size: int = 50
+    chunk_length: int = 50
+    every: int = 100  # episodes yielded per scan of the directory (PlaNet's recent/cache pass)
+    max_episodes: int | None = None  # cache cap; oldest episodes are dropped first
+    wait_seconds: float = 60.0  # how long an empty directory is waited for before failing
+    seed_episodes: int = 5  # random episodes collected before training starts
+    test_seed_episodes: int = 1
+
+    def validate(self) -> None:
+        _positive("data.batch_size", self.batch_size)
+        if self.chunk_length < 2:
+            raise ConfigError(f"data.chunk_length={self.chunk_length}: must be >= 2")
+        _positive("data.every", self.every)
+        if self.max_episodes is not None:
+            _positive("data.max_episodes", self.max_episodes)
+        _non_negative("data.wait_seconds", self.wait_seconds)
+        _non_negative("data.seed_episodes", self.seed_episodes)
+        _non_negative("data.test_seed_episodes", self.test_seed_episodes)
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """The recurrent state-space model (RSSM) and its heads."""
+
+    deter_size: int = 200
+    stoch_size: int = 30
+    hidden_size: int = 200
+    min_stddev: float = 0.1
+    cnn_depth: int = 32  # conv encoder channels 32/64/128/256 as in PlaNet
+    mlp_units: int = 200  # encoder/decoder/reward MLP width for state observations
+    mlp_layers: int = 2
+    free_nats: float = 3.0
+    kl_scale: float = 1.0
+    reward_scale: float = 1.0
+    overshooting_distance: int = 0  # 0 = off; PlaNet's latent overshooting distance otherwise
+    overshooting_scale: float = 0.0
+    image_bits: int = 5
+
+    def validate(self) -> None:
+        for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers"):
+            _positive(f"model.{name}", getattr(self, name))
+        _positive("model.min_stddev", self.min_stddev)
+        for name in ("free_nats", "kl_scale", "reward_scale", "overshooting_scale"):
+            _non_negative(f"model.{name}", getattr(self, name))
+        _non_negative("model.overshooting_distance", self.overshooting_distance)
+        if not 1 <= self.image_bits <= 8:
+            raise ConfigError(f"model.image_bits={self.image_bits}: must be in 1..8")
+
+
+@dataclasses.dataclass
+class OptimConfig:
+    """The world model's optimiser and its compiled update step."""
+
+    learning_rate: float = 1e-3
+    adam_epsilon: float = 1e-4
+    grad_clip: float = 1000.0
+    accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update
+    jit_compile: bool = False
+    max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
+
+    def validate(self) -> None:
+        _positive("optim.learning_rate", self.learning_rate)
+        _positive("optim.adam_epsilon", self.adam_epsilon)
+        _positive("optim.grad_clip", self.grad_clip)
+        _positive("optim.accumulate", self.accumulate)
+        _positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
+
+
+@dataclasses.dataclass
+class CEMConfig:
+    """Cross-entropy method planning in latent space."""
+
+    horizon: int = 12
+    candidates: int = 1000
+    iterations: int = 10
+    top_k: int = 100
+    exploration_noise: float = 0.3  # Gaussian noise added to planned actions in the train phase
+    guide_fraction: float = 0.5  # sac_guided_cem: share of the population drawn from the actor
+
+    def validate(self) -> None:
+        for name in ("horizon", "candidates", "iterations", "top_k"):
+            _positive(f"cem.{name}", getattr(self, name))
+        if self.top_k > self.candidates:
+            raise ConfigError(
+                f"cem.top_k={self.top_k} is larger than cem.candidates={self.candidates}: "
+                "top_k must be <= candidates"
+            )
+        _non_negative("cem.exploration_noise", self.exploration_noise)
+        if not 0.0 <= self.guide_fraction <= 1.0:
+            raise ConfigError(f"cem.guide_fraction={self.guide_fraction}: must be in [0, 1]")
+
+
+@dataclasses.dataclass
+class SACConfig:
+    """Soft Actor-Critic head on the world model's latent features."""
+
+    units: int = 256
+    layers: int = 2
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    init_alpha: float = 0.1
+    target_entropy: float | None = None  # None = -|A|
+    discount: float = 0.99
+    tau: float = 0.005
+    updates_per_step: int = 1  # SAC updates per world-model update
+    batch_size: int = 256  # transitions sampled from the posterior over the training chunks
+    action_bounds: Literal["tanh", "invert_gradients"] = "tanh"
+
+    def validate(self) -> None:
+        for name in ("units", "layers", "batch_size"):
+            _positive(f"sac.{name}", getattr(self, name))
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
+            _positive(f"sac.{name}", getattr(self, name))
+        _non_negative("sac.updates_per_step", self.updates_per_step)
+        if not 0.0 <= self.discount <= 1.0:
+            raise ConfigError(f"sac.discount={self.discount}: must be in [0, 1]")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"sac.tau={self.tau}: must be in (0, 1]")
+
+
+@dataclasses.dataclass
+class PolicyConfig:
+    """Which policy acts in each phase."""
+
+    train: PolicyName = "cem"  # collects training episodes
+    test: PolicyName = "cem"  # evaluates in the test phase
+
+
+@dataclasses.dataclass
+class ScheduleConfig:
+    """PlaNet's phases: `train_phase_steps` updates, then a test phase, repeated."""
+
+    train_steps: int = 1_000_000  # total gradient updates; the run stops there
+    train_phase_steps: int = 50_000
+    collect_every: int = 100  # updates per collected training episode
+    test_episodes: int = 1  # evaluation episodes per test phase
+    log_every: int = 100
+    checkpoint_every: int = 1000
+    video_every: int = 10_000  # open-loop prediction summaries (image tasks)
+
+    def validate(self) -> None:
+        for name in ("train_steps", "train_phase_steps", "collect_every", "log_every", "checkpoint_every", "video_every"):
+            _positive(f"schedule.{name}", getattr(self, name))
+        _non_negative("schedule.test_episodes", self.test_episodes)
+
+
+@dataclasses.dataclass
+class Config:
+    """The whole configuration of a run."""
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    cem: CEMConfig = dataclasses.field(default_factory=CEMConfig)
+    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    seed: int = 0
+
+    def validate(self) -> None:
+        for field in dataclasses.fields(self):
+            section = getattr(self, field.name)
+            if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
+                section.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Defaults, then the YAML file at `path`, then `section.key=value` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_yaml(Path(path))
+    config = from_dict(data, source=str(path) if path else "defaults")
+    return apply_overrides(config, overrides or [])
+
+
+def from_dict(data: Mapping[str, Any], source: str = "config") -> Config:
+    """Builds and validates a Config from a nested mapping (as read from YAML)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of sections, got {type(data).__name__}")
+    config = _build(Config, data, prefix="", source=source)
+    config.validate()
+    return config
+
+
+def apply_overrides(config: Config, overrides: list[str]) -> Config:
+    """Applies `section.key=value` strings; values are parsed as YAML scalars."""
+    data = config.to_dict()
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. data.batch_size=16")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--set {item!r}: value is not a YAML scalar ({error.__class__.__name__})") from None
+        node: dict[str, Any] = data
+        parts = key.strip().split(".")
+        for i, part in enumerate(parts[:-1]):
+            if part not in node or not isinstance(node[part], dict):
+                raise ConfigError(_unknown_key(".".join(parts[: i + 1]), list(node)))
+            node = node[part]
+        if parts[-1] not in node:
+            raise ConfigError(_unknown_key(key, list(node)))
+        node[parts[-1]] = value
+    return from_dict(data, source="--set")
+
+
+def save_config(config: Config, path: str) -> None:
+    """Writes the resolved config as YAML (through tf.io.gfile, so remote paths work)."""
+    import tensorflow as tf
+
+    text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+    with tf.io.gfile.GFile(path, "w") as file:
+        file.write(text)
+
+
+def read_config_file(path: str) -> Config:
+    """Reads a config previously written by `save_config` (local or gfile path)."""
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "r") as file:
+        try:
+            data = yaml.safe_load(file.read()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML ({error})") from None
+    return from_dict(data, source=path)
+
+
+def diff(a: Config, b: Config) -> list[str]:
+    """The dotted keys whose values differ between two configs."""
+    flat_a, flat_b = _flatten(a.to_dict()), _flatten(b.to_dict())
+    return [key for key in flat_a if flat_a[key] != flat_b.get(key)]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist (ship configs live in configs/*.yaml)")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections")
+    return data
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key in data:
+        if key not in fields:
+            raise ConfigError(f"{source}: " + _unknown_key(prefix + str(key), list(fields)))
+    kwargs = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{source}: {prefix}{name} must be a mapping of keys, got {value!r}")
+            kwargs[name] = _build(hint, value, prefix=f"{prefix}{name}.", source=source)
+        else:
+            kwargs[name] = _coerce(value, hint, f"{prefix}{name}", source)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
+    """Checks `value` against a type hint; ints are accepted for floats."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(f"{source}: {key}={value!r} is not allowed; choose one of {', '.join(map(str, choices))}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key, source)
+            except ConfigError as error:
+                errors.append(error)
+        allowed = " or ".join("null" if a is type(None) else a.__name__ for a in args)
+        raise ConfigError(f"{source}: {key}={value!r} has the wrong type; expected {allowed}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    else:
+        raise ConfigError(f"{source}: {key}: unsupported type {hint!r}")
+    raise ConfigError(f"{source}: {key}={value!r} has the wrong type; expected {hint.__name__}")
+
+
+def _unknown_key(key: str, allowed: list[str]) -> str:
+    leaf = key.split(".")[-1]
+    close = difflib.get_close_matches(leaf, allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown config key {key!r}{hint}; allowed here: {', '.join(allowed)}"
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _positive(key: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{key}={value}: must be > 0")
+
+
+def _non_negative(key: str, value: float) -> None:
+    if not value >= 0:
+        raise ConfigError(f"{key}={value}: must be >= 0")

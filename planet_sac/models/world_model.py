@@ -1,0 +1,150 @@
+"""The world model: encoder, RSSM, observation decoder and reward head, and PlaNet's loss.
+
+The loss is the negative ELBO that PlaNet optimises:
+reconstruction log-likelihood + reward log-likelihood - KL(posterior || prior),
+with free nats on the KL and optional latent overshooting. All noise (dequantisation
+of images, reparameterised latent samples) comes from `sample_noise`, so a batch and
+its noise fully determine the loss.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from planet_sac.config import ModelConfig
+from planet_sac.models.networks import MLP, ConvDecoder, ConvEncoder
+from planet_sac.models.rssm import RSSM, State
+
+tfd = tfp.distributions
+
+
+class WorldModel(tf.Module):
+    """PlaNet's latent dynamics model for `image` or `state` observations."""
+
+    def __init__(self, config: ModelConfig, obs_key: str, obs_shape: tuple[int, ...], action_size: int,
+                 seed: int = 0, name: str = "world_model"):
+        super().__init__(name=name)
+        if obs_key == "image" and tuple(obs_shape) != (64, 64, 3):
+            raise ValueError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}")
+        self.config = config
+        self.obs_key = obs_key
+        self.obs_shape = tuple(obs_shape)
+        self.action_size = action_size
+        with self.name_scope:
+            if obs_key == "image":
+                self.encoder = ConvEncoder(config.cnn_depth, obs_shape[0], seed, name="encoder")
+                embed_size = self.encoder.embed_size
+            else:
+                embed_size = config.mlp_units
+                self.encoder = MLP(obs_shape[0], config.mlp_units, config.mlp_layers, embed_size, seed=seed, name="encoder")
+            self.rssm = RSSM(action_size, embed_size, config.deter_size, config.stoch_size, config.hidden_size,
+                             config.min_stddev, seed, name="rssm")
+            features = self.rssm.feature_size
+            if obs_key == "image":
+                self.decoder = ConvDecoder(features, config.cnn_depth, seed, name="decoder")
+            else:
+                self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], seed=seed, name="decoder")
+            self.reward = MLP(features, config.hidden_size, 2, 1, seed=seed, name="reward")
+
+    # ------------------------------------------------------------------ observations
+
+    def preprocess(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
+        """uint8 images -> PlaNet's 5-bit, dequantised, centred floats; states pass through."""
+        if self.obs_key != "image":
+            return tf.cast(obs, tf.float32)
+        bins = 2.0 ** self.config.image_bits
+        x = tf.floor(tf.cast(obs, tf.float32) / 2.0 ** (8 - self.config.image_bits)) / bins
+        if noise is not None:
+            x += noise / bins
+        return x - 0.5
+
+    def embed(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
+        return self.encoder(self.preprocess(obs, noise))
+
+    def sample_noise(self, rng: tf.random.Generator, batch_size: int, length: int) -> Dict[str, tf.Tensor]:
+        """All the randomness one loss evaluation uses, for a [batch_size, length] chunk."""
+        stoch = self.config.stoch_size
+        noise = {"posterior": rng.normal([batch_size, length, stoch])}
+        if self.obs_key == "image":
+            noise["image"] = rng.uniform([batch_size, length, *self.obs_shape])
+        if self.config.overshooting_distance > 0:
+            noise["overshooting"] = rng.normal([self.config.overshooting_distance, batch_size, length, stoch])
+        return noise
+
+    # ------------------------------------------------------------------ loss
+
+    def loss(self, batch: Mapping[str, tf.Tensor], noise: Mapping[str, tf.Tensor]) -> tuple[tf.Tensor, Dict[str, tf.Tensor], State]:
+        """PlaNet's loss on a [B, T] chunk. Returns (loss, metrics, posterior states)."""
+        cfg = self.config
+        obs = self.preprocess(batch[self.obs_key], noise.get("image"))
+        embed = self.encoder(obs)
+        posts, priors = self.rssm.observe(embed, batch["action"], noise["posterior"])
+        features = self.rssm.features(posts)
+
+        recon = tfd.Independent(tfd.Normal(self.decoder(features), 1.0), len(self.obs_shape))
+        recon_loss = -tf.reduce_mean(recon.log_prob(obs))
+        reward_mean = tf.squeeze(self.reward(features), -1)
+        reward_loss = -tf.reduce_mean(tfd.Normal(reward_mean, 1.0).log_prob(batch["reward"]))
+
+        kl = tfd.kl_divergence(self.rssm.distribution(posts), self.rssm.distribution(priors))  # [B, T]
+        kl_loss = self._free_nats(kl)
+        loss = recon_loss + cfg.reward_scale * reward_loss + cfg.kl_scale * kl_loss
+        metrics = {f"loss/{self.obs_key}": recon_loss, "loss/reward": reward_loss, "loss/kl": tf.reduce_mean(kl),
+                   "model/prior_entropy": tf.reduce_mean(self.rssm.distribution(priors).entropy()),
+                   "model/posterior_entropy": tf.reduce_mean(self.rssm.distribution(posts).entropy())}
+        if cfg.overshooting_distance > 0:
+            overshooting = self._overshooting_kl(posts, batch["action"], noise["overshooting"])
+            loss += cfg.overshooting_scale * overshooting
+            metrics["loss/overshooting"] = overshooting
+        metrics["loss/total"] = loss
+        return loss, metrics, posts
+
+    def _free_nats(self, kl: tf.Tensor) -> tf.Tensor:
+        """Mean over time per sequence, floored at free nats, then mean over sequences.
+
+        Flooring per sequence (not per batch) keeps the loss a plain mean over sequences,
+        so gradients summed over micro-batches equal the gradient of the whole batch.
+        """
+        return tf.reduce_mean(tf.maximum(tf.reduce_mean(kl, 1), self.config.free_nats))
+
+    def _overshooting_kl(self, posts: State, action: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
+        """Latent overshooting: KL(posterior_t+d || prior_t+d predicted from posterior_t), d = 1..D."""
+        length = tf.shape(action)[1]
+        distance = self.config.overshooting_distance
+        targets = tf.nest.map_structure(tf.stop_gradient, posts)
+
+        def step(carry, inputs):
+            state = carry[0]
+            d_noise, d = inputs
+            state = self.rssm.img_step(state, _shift(action, 1 + d), d_noise)
+            target = tf.nest.map_structure(lambda t: _shift(t, 1 + d), targets)
+            kl = tfd.kl_divergence(self.rssm.distribution(target), self.rssm.distribution(state))
+            mask = tf.cast(tf.range(length) < length - 1 - d, tf.float32)[None]
+            return state, tf.reduce_sum(kl * mask, 1), tf.reduce_sum(mask, 1) * tf.ones_like(kl[:, 0])
+
+        zeros = tf.zeros_like(posts["mean"][:, 0, 0])
+        _, kl_sums, counts = tf.scan(step, (noise, tf.range(distance)), initializer=(posts, zeros, zeros))
+        per_sequence = tf.reduce_sum(kl_sums, 0) / tf.maximum(tf.reduce_sum(counts, 0), 1.0)
+        return tf.reduce_mean(tf.maximum(per_sequence, self.config.free_nats))
+
+    # ------------------------------------------------------------------ prediction
+
+    def predict_reward(self, state: State) -> tf.Tensor:
+        return tf.squeeze(self.reward(self.rssm.features(state)), -1)
+
+    def decode(self, state: State) -> tf.Tensor:
+        """The predicted observation, in the observation's own range (uint8-like floats for images)."""
+        mean = self.decoder(self.rssm.features(state))
+        if self.obs_key == "image":
+            return tf.clip_by_value(mean + 0.5, 0.0, 1.0)
+        return mean
+
+
+def _shift(x: tf.Tensor, steps: tf.Tensor | int) -> tf.Tensor:
+    """x[:, t + steps] at position t, padded by repeating the last step (masked out by callers)."""
+    length = tf.shape(x)[1]
+    index = tf.minimum(tf.range(length) + steps, length - 1)
+    return tf.gather(x, index, axis=1)

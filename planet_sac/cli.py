@@ -1,0 +1,131 @@
+"""The `planet-sac` command line: train, collect, evaluate, variables.
+
+Every command takes `--set section.key=value` overrides (repeatable). Errors in the
+user's input end the command with one readable line and exit status 2, before any
+long work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from planet_sac.config import POLICIES, ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="planet-sac", description="PlaNet world models with CEM planning and a SAC head.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a world model and agent, or resume a run in --logdir")
+    train.add_argument("--logdir", required=True, help="run directory; an existing one is resumed")
+    train.add_argument("--config", help="YAML config (configs/*.yaml); a resumed run uses its saved config.yaml")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. data.batch_size=16")
+    train.add_argument("--train-steps", type=int, help="stop after this many gradient updates in total")
+    train.add_argument("--offline-data", metavar="EPISODE_DIR", help="train the world model from this episode directory only (no environment)")
+    train.add_argument("--restore-from", metavar="CHECKPOINT", help="start from another run's variables (logdir, checkpoints/ or prefix)")
+    train.add_argument("--include", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names to restore (re.match), default all")
+    train.add_argument("--exclude", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names not to restore")
+    train.add_argument("--force", action="store_true", help="resume even if --config/--set change the saved config")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    coll = commands.add_parser("collect", help="collect episodes to .npz with a random or trained policy")
+    coll.add_argument("--task", help="gym:<id> or dmc:<domain>-<task> (default: the checkpoint's task)")
+    coll.add_argument("--obs", choices=["image", "state"], help="observation mode (default: image, or the checkpoint's)")
+    coll.add_argument("--episodes", type=int, required=True)
+    coll.add_argument("--outdir", required=True)
+    coll.add_argument("--seed", type=int, default=0)
+    coll.add_argument("--action-repeat", type=int, help="default: 1, or the checkpoint's")
+    coll.add_argument("--time-limit", type=int, help="agent steps per episode (default: the task's own)")
+    coll.add_argument("--policy", choices=POLICIES, default="random")
+    coll.add_argument("--checkpoint", help="logdir, checkpoints/ folder or prefix of a trained run (needed unless --policy random)")
+    coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key of the checkpoint's run")
+
+    evaluate = commands.add_parser("evaluate", help="run the latest checkpoint and report returns")
+    evaluate.add_argument("--logdir", required=True)
+    evaluate.add_argument("--episodes", type=int, default=5)
+    evaluate.add_argument("--policy", choices=POLICIES, default="cem")
+    evaluate.add_argument("--seed", type=int, default=12345)
+    evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
+    evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
+
+    variables = commands.add_parser("variables", help="list the variables (names and shapes) of a checkpoint")
+    variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    logging.getLogger("planet_sac").setLevel(logging.INFO)
+    from planet_sac.episodes.storage import BadEpisodeError
+    from planet_sac.training.checkpoints import CheckpointError
+    from planet_sac.training.trainer import NonFiniteError
+
+    try:
+        return {"train": _train, "collect": _collect, "evaluate": _evaluate, "variables": _variables}[args.command](args)
+    except (ConfigError, CheckpointError, BadEpisodeError, NonFiniteError, ValueError, FileNotFoundError, TimeoutError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
+        print(f"planet-sac {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"planet-sac {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _train(args: argparse.Namespace) -> int:
+    from planet_sac.training.trainer import resolve_run_config, train
+
+    if (args.include or args.exclude) and not args.restore_from:
+        raise ConfigError("--include/--exclude need --restore-from CHECKPOINT")
+    if args.train_steps is not None and args.train_steps < 0:
+        raise ConfigError(f"--train-steps={args.train_steps}: must be >= 0")
+    config = resolve_run_config(args.logdir, args.config, args.set, args.force)
+    last = train(config, args.logdir, offline_data=args.offline_data, restore_from=args.restore_from,
+                 include=args.include, exclude=args.exclude, train_steps=args.train_steps,
+                 progress=not args.quiet, force=args.force)
+    shown = {key: round(value, 4) for key, value in last.items() if isinstance(value, float) and key.startswith(("loss/", "test/", "train/return"))}
+    print(f"done: step {last.get('step', 0)}, {shown}")
+    return 0
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from planet_sac.evaluation import collect_with_policy
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
+    if args.policy != "random" and not args.checkpoint:
+        raise ConfigError(f"--policy {args.policy} needs --checkpoint LOGDIR of a trained run")
+    summaries = collect_with_policy(args.outdir, args.episodes, args.policy, args.checkpoint, task=args.task, obs=args.obs,
+                                    action_repeat=args.action_repeat, time_limit=args.time_limit, seed=args.seed,
+                                    overrides=args.set)
+    returns = [summary["return"] for summary in summaries]
+    print(f"wrote {len(summaries)} episodes to {args.outdir}: mean return {sum(returns) / len(returns):.2f}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from planet_sac.evaluation import evaluate
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
+    result = evaluate(args.logdir, args.episodes, args.policy, seed=args.seed, video=args.video, overrides=args.set)
+    print(f"{args.policy}: mean {result['mean']:.2f} std {result['std']:.2f} min {result['min']:.2f} "
+          f"max {result['max']:.2f} over {args.episodes} episodes (checkpoint step {result['step']})")
+    return 0
+
+
+def _variables(args: argparse.Namespace) -> int:
+    from planet_sac.training.checkpoints import list_variables, resolve
+
+    entries = list_variables(args.checkpoint)
+    print(f"# {resolve(args.checkpoint)}: {len(entries)} variables")
+    for name, shape in entries:
+        print(f"{name}\t{list(shape)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

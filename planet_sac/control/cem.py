@@ -1,0 +1,93 @@
+"""Cross-entropy method planning in the world model's latent space (PlaNet).
+
+For each of B environments at once: sample `candidates` action sequences of length
+`horizon` from a diagonal Gaussian, roll them out open-loop with the RSSM prior, score
+them by the sum of predicted rewards, refit the Gaussian to the `top_k` best, and
+repeat `iterations` times. The first action of the final mean is executed.
+
+`sac_guided_cem` (as in TD-MPC): a share of the population are trajectories of the
+SAC actor rolled out in the model, and every candidate's score adds the critic's value
+at the horizon, so planning looks beyond its short horizon.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import tensorflow as tf
+
+from planet_sac.config import CEMConfig
+from planet_sac.control.sac import SAC
+from planet_sac.models.rssm import State
+from planet_sac.models.world_model import WorldModel
+
+ReturnFn = Callable[[State, tf.Tensor, tf.Tensor], tf.Tensor]
+
+
+def _tile(state: State, count: int) -> State:
+    """[B, ...] -> [B * count, ...], each state repeated `count` times in a row."""
+    return tf.nest.map_structure(lambda t: tf.repeat(t, count, axis=0), state)
+
+
+def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float) -> ReturnFn:
+    """Scores [N, H, A] action sequences from [N] start states: sum of predicted rewards (+ terminal value)."""
+
+    def score(state: State, actions: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
+        states = world_model.rssm.imagine(state, actions, noise)
+        rewards = world_model.predict_reward(states)  # [N, H]
+        if sac is None:
+            return tf.reduce_sum(rewards, 1)
+        horizon = actions.shape[1]
+        weights = discount ** tf.range(horizon, dtype=tf.float32)
+        last = tf.nest.map_structure(lambda t: t[:, -1], states)
+        features = world_model.rssm.features(last)
+        value = sac.q_value(features, sac.act(features, tf.zeros_like(actions[:, 0]), True))
+        return tf.reduce_sum(rewards * weights, 1) + discount ** horizon * value
+
+    return score
+
+
+def plan(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.random.Generator,
+         sac: SAC | None = None, guide_fraction: float = 0.0, discount: float = 0.99,
+         score: ReturnFn | None = None) -> tf.Tensor:
+    """Plans for a batch of [B] latent states; returns the first planned action [B, A] in [-1, 1]."""
+    batch = tf.shape(state["deter"])[0]
+    horizon, total, top_k = config.horizon, config.candidates, config.top_k
+    action_size = world_model.action_size
+    score = score or rollout_return(world_model, sac, discount)
+    start = _tile(state, total)
+    guided = int(round(guide_fraction * total)) if sac is not None else 0
+    sampled = total - guided
+
+    guide_actions = tf.zeros([batch, 0, horizon, action_size])
+    if guided:
+        guide_actions = _actor_trajectories(world_model, sac, _tile(state, guided), horizon, rng)
+        guide_actions = tf.reshape(guide_actions, [batch, guided, horizon, action_size])
+
+    mean = tf.zeros([batch, 1, horizon, action_size])
+    std = tf.ones([batch, 1, horizon, action_size])
+    for _ in tf.range(config.iterations):
+        samples = mean + std * rng.normal([batch, sampled, horizon, action_size])
+        candidates = tf.concat([tf.clip_by_value(samples, -1.0, 1.0), guide_actions], 1)
+        flat = tf.reshape(candidates, [batch * total, horizon, action_size])
+        returns = tf.reshape(score(start, flat, rng.normal([batch * total, horizon, world_model.rssm.stoch_size])), [batch, total])
+        _, elite_index = tf.math.top_k(returns, top_k)
+        elites = tf.gather(candidates, elite_index, batch_dims=1)  # [B, K, H, A]
+        mean, variance = tf.nn.moments(elites, 1, keepdims=True)
+        std = tf.sqrt(variance + 1e-6)
+    return tf.clip_by_value(mean[:, 0, 0], -1.0, 1.0)
+
+
+def _actor_trajectories(world_model: WorldModel, sac: SAC, state: State, horizon: int, rng: tf.random.Generator) -> tf.Tensor:
+    """Action sequences [N, H, A] of the SAC actor rolled out open-loop in the model."""
+    actions = tf.zeros([horizon, tf.shape(state["deter"])[0], world_model.action_size])
+
+    def step(carry, inputs):
+        latent, _ = carry
+        action_noise, latent_noise = inputs
+        action = sac.act(world_model.rssm.features(latent), action_noise, False)
+        return world_model.rssm.img_step(latent, action, latent_noise), action
+
+    noise = (rng.normal(tf.shape(actions)), rng.normal([horizon, tf.shape(actions)[1], world_model.rssm.stoch_size]))
+    _, taken = tf.scan(step, noise, initializer=(state, actions[0]))
+    return tf.transpose(taken, [1, 0, 2])

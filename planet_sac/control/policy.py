@@ -1,0 +1,101 @@
+"""The phase-gated policy: one compiled function that acts by random, CEM, SAC or SAC-guided CEM.
+
+`policy(obs, state, phase)` filters the latent state with the posterior (the new
+observation and the previous action), then dispatches with `tf.switch_case` on a
+tensor index looked up from the phase. The mapping phase -> policy lives in a
+variable, so switching phase or policy never retraces the function.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import tensorflow as tf
+
+from planet_sac.config import POLICIES, CEMConfig
+from planet_sac.control import cem
+from planet_sac.control.sac import SAC
+from planet_sac.models.rssm import State
+from planet_sac.models.world_model import WorldModel
+
+PHASES = ("train", "test")
+PolicyState = tuple[State, tf.Tensor]  # (latent posterior, previous action)
+
+
+class Policy(tf.Module):
+    """Acts for a batch of environments; `traces` counts how often the function was traced."""
+
+    def __init__(self, world_model: WorldModel, sac: SAC, cem_config: CEMConfig, train: str = "cem",
+                 test: str = "cem", seed: int = 0, discount: float = 0.99):
+        super().__init__(name="policy")
+        self.world_model = world_model
+        self.sac = sac
+        self.cem_config = cem_config
+        self.discount = discount
+        self.rng = tf.random.Generator.from_seed(seed)
+        self.phase_policy = tf.Variable([POLICIES.index(train), POLICIES.index(test)], trainable=False,
+                                        dtype=tf.int32, name="policy/phase_policy")
+        self.traces = 0
+        rssm = world_model.rssm
+        latent_spec = {key: tf.TensorSpec([None, size], tf.float32) for key, size in
+                       (("mean", rssm.stoch_size), ("std", rssm.stoch_size), ("stoch", rssm.stoch_size), ("deter", rssm.deter_size))}
+        obs_dtype = tf.uint8 if world_model.obs_key == "image" else tf.float32
+        self.compiled = tf.function(self._act, input_signature=[
+            tf.TensorSpec([None, *world_model.obs_shape], obs_dtype),
+            (latent_spec, tf.TensorSpec([None, world_model.action_size], tf.float32)),
+            tf.TensorSpec([], tf.int32),
+        ])
+
+    def __call__(self, obs: tf.Tensor, state: PolicyState, phase: tf.Tensor) -> tuple[tf.Tensor, PolicyState]:
+        """The compiled policy: obs [B, ...], state from `initial_state`, phase 0 (train) or 1 (test)."""
+        return self.compiled(obs, state, phase)
+
+    def set_policies(self, train: str | None = None, test: str | None = None) -> None:
+        """Chooses the policy of each phase; takes effect without retracing."""
+        for index, name in enumerate((train, test)):
+            if name is not None:
+                if name not in POLICIES:
+                    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+                self.phase_policy[index].assign(POLICIES.index(name))
+
+    def initial_state(self, batch_size: int) -> PolicyState:
+        return self.world_model.rssm.initial(batch_size), tf.zeros([batch_size, self.world_model.action_size])
+
+    def _act(self, obs: tf.Tensor, state: PolicyState, phase: tf.Tensor) -> tuple[tf.Tensor, PolicyState]:
+        self.traces += 1  # Python side effect: runs once per trace, never per call.
+        latent, prev_action = state
+        batch = tf.shape(obs)[0]
+        action_size = self.world_model.action_size
+        rssm = self.world_model.rssm
+        embed = self.world_model.embed(obs)
+        latent, _ = rssm.obs_step(latent, prev_action, embed, self.rng.normal([batch, rssm.stoch_size]))
+        features = rssm.features(latent)
+        training = tf.equal(phase, 0)
+        noise = self.cem_config.exploration_noise * tf.cast(training, tf.float32)
+
+        def explore(action: tf.Tensor) -> tf.Tensor:
+            return tf.clip_by_value(action + noise * self.rng.normal(tf.shape(action)), -1.0, 1.0)
+
+        def random() -> tf.Tensor:
+            return self.rng.uniform([batch, action_size], -1.0, 1.0)
+
+        def plan() -> tf.Tensor:
+            return explore(cem.plan(self.world_model, latent, self.cem_config, self.rng))
+
+        def actor() -> tf.Tensor:
+            return self.sac.act(features, self.rng.normal([batch, action_size]), tf.logical_not(training))
+
+        def guided() -> tf.Tensor:
+            return explore(cem.plan(self.world_model, latent, self.cem_config, self.rng, self.sac,
+                                    self.cem_config.guide_fraction, self.discount))
+
+        index = tf.gather(self.phase_policy, phase)
+        action = tf.switch_case(index, [random, plan, actor, guided])
+        action = tf.ensure_shape(action, [None, action_size])
+        return action, (latent, action)
+
+    def act(self, obs: Mapping[str, tf.Tensor] | tf.Tensor, state: PolicyState, phase: str) -> tuple[tf.Tensor, PolicyState]:
+        """Convenience wrapper taking the observation dict and the phase name."""
+        if isinstance(obs, Mapping):
+            obs = obs[self.world_model.obs_key]
+        return self.compiled(tf.convert_to_tensor(obs), state, tf.constant(PHASES.index(phase), tf.int32))

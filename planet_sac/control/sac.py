@@ -1,0 +1,143 @@
+"""Soft Actor-Critic on the world model's latent features (as in SLAC).
+
+The actor and twin critics see `concat(deter, stoch)` of the RSSM posterior with
+gradients stopped, so SAC never changes the world model. Transitions come from the
+same streamed chunks the world model trains on: the posterior over a chunk gives
+z_t and z_t+1 for every step, and the episode's `discount` handles terminations.
+
+Bounded actions: `tanh` squashes a Gaussian (the usual SAC), `invert_gradients`
+keeps the Gaussian unsquashed and scales the critic's gradient with respect to the
+action by the distance to the bound it pushes towards (Hausknecht & Stone, 2016).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+import tensorflow as tf
+
+from planet_sac.config import SACConfig
+from planet_sac.models.networks import MLP
+from planet_sac.optim import Adam
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+def invert_gradients(grad: tf.Tensor, action: tf.Tensor, low: float = -1.0, high: float = 1.0) -> tf.Tensor:
+    """Hausknecht & Stone's inverted gradient for an ascent direction `grad` = dQ/da.
+
+    Where the gradient suggests increasing the action it is scaled by (high - a) / (high - low),
+    where it suggests decreasing by (a - low) / (high - low). Past a bound the factor turns
+    negative and pushes the action back inside.
+    """
+    width = high - low
+    return tf.where(grad > 0, grad * (high - action) / width, grad * (action - low) / width)
+
+
+@tf.custom_gradient
+def _inverting_identity(action: tf.Tensor):
+    """Identity whose backward pass inverts the (descent) gradient flowing into `action`."""
+
+    def backward(upstream: tf.Tensor) -> tf.Tensor:
+        return -invert_gradients(-upstream, action)
+
+    return tf.identity(action), backward
+
+
+class SAC(tf.Module):
+    """Actor, twin critics with targets, and the entropy temperature."""
+
+    def __init__(self, config: SACConfig, feature_size: int, action_size: int, seed: int = 0, name: str = "sac"):
+        super().__init__(name=name)
+        self.config = config
+        self.action_size = action_size
+        self.target_entropy = -float(action_size) if config.target_entropy is None else config.target_entropy
+        with self.name_scope:
+            self.actor = MLP(feature_size, config.units, config.layers, 2 * action_size, tf.nn.elu, seed, name="actor")
+            critic_in = feature_size + action_size
+            self.critic1 = MLP(critic_in, config.units, config.layers, 1, tf.nn.elu, seed, name="critic1")
+            self.critic2 = MLP(critic_in, config.units, config.layers, 1, tf.nn.elu, seed + 1, name="critic2")
+            self.target_critic1 = MLP(critic_in, config.units, config.layers, 1, tf.nn.elu, seed, name="target_critic1")
+            self.target_critic2 = MLP(critic_in, config.units, config.layers, 1, tf.nn.elu, seed + 1, name="target_critic2")
+            self.log_alpha = tf.Variable(math.log(config.init_alpha), name="log_alpha")
+        self.critic_variables = self.critic1.trainable_variables + self.critic2.trainable_variables
+        self.actor_optimizer = Adam(self.actor.trainable_variables, config.actor_lr, name="sac_actor")
+        self.critic_optimizer = Adam(self.critic_variables, config.critic_lr, name="sac_critic")
+        self.alpha_optimizer = Adam([self.log_alpha], config.alpha_lr, name="sac_alpha")
+        self.soft_update_targets(1.0)
+
+    # ------------------------------------------------------------------ acting
+
+    def _distribution(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        mean, log_std = tf.split(self.actor(features), 2, -1)
+        log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        return mean, log_std
+
+    def sample(self, features: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """A reparameterised action and its log-probability, for noise ~ N(0, I)."""
+        mean, log_std = self._distribution(features)
+        u = mean + tf.exp(log_std) * noise
+        log_prob = tf.reduce_sum(-0.5 * tf.square(noise) - log_std - 0.5 * math.log(2 * math.pi), -1)
+        if self.config.action_bounds == "tanh":
+            # log(1 - tanh(u)^2) in a numerically stable form.
+            log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
+            return tf.tanh(u), log_prob
+        return u, log_prob
+
+    def act(self, features: tf.Tensor, noise: tf.Tensor, deterministic: tf.Tensor | bool) -> tf.Tensor:
+        """The action to execute, inside [-1, 1]: the mode when deterministic, a sample otherwise."""
+        mean, log_std = self._distribution(features)
+        u = tf.where(deterministic, mean, mean + tf.exp(log_std) * noise)
+        action = tf.tanh(u) if self.config.action_bounds == "tanh" else u
+        return tf.clip_by_value(action, -1.0, 1.0)
+
+    def q_value(self, features: tf.Tensor, action: tf.Tensor, target: bool = False) -> tf.Tensor:
+        """min(Q1, Q2) of (features, action)."""
+        critics = (self.target_critic1, self.target_critic2) if target else (self.critic1, self.critic2)
+        x = tf.concat([features, action], -1)
+        return tf.minimum(tf.squeeze(critics[0](x), -1), tf.squeeze(critics[1](x), -1))
+
+    @property
+    def alpha(self) -> tf.Tensor:
+        return tf.exp(self.log_alpha)
+
+    # ------------------------------------------------------------------ learning
+
+    def critic_target(self, reward: tf.Tensor, discount: tf.Tensor, next_features: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
+        """y = r + gamma * d * (min Q_target(z', a') - alpha * log pi(a'|z')), a' ~ pi(z')."""
+        next_action, next_log_prob = self.sample(next_features, noise)
+        next_value = self.q_value(next_features, next_action, target=True) - self.alpha * next_log_prob
+        return tf.stop_gradient(reward + self.config.discount * discount * next_value)
+
+    def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
+               next_features: tf.Tensor, rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
+        """One SAC update on a batch of transitions; returns scalar metrics."""
+        features, next_features = tf.stop_gradient(features), tf.stop_gradient(next_features)
+        target = self.critic_target(reward, discount, next_features, rng.normal(tf.shape(action)))
+        with tf.GradientTape() as tape:
+            x = tf.concat([features, action], -1)
+            q1, q2 = tf.squeeze(self.critic1(x), -1), tf.squeeze(self.critic2(x), -1)
+            critic_loss = 0.5 * tf.reduce_mean(tf.square(q1 - target)) + 0.5 * tf.reduce_mean(tf.square(q2 - target))
+        self.critic_optimizer.apply(tape.gradient(critic_loss, self.critic_variables))
+
+        with tf.GradientTape() as tape:
+            new_action, log_prob = self.sample(features, rng.normal(tf.shape(action)))
+            if self.config.action_bounds == "invert_gradients":
+                new_action = _inverting_identity(new_action)
+            actor_loss = tf.reduce_mean(tf.stop_gradient(self.alpha) * log_prob - self.q_value(features, new_action))
+        self.actor_optimizer.apply(tape.gradient(actor_loss, self.actor.trainable_variables))
+
+        with tf.GradientTape() as tape:
+            alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
+        self.alpha_optimizer.apply(tape.gradient(alpha_loss, [self.log_alpha]))
+
+        self.soft_update_targets(self.config.tau)
+        return {"sac/critic_loss": critic_loss, "sac/actor_loss": actor_loss, "sac/alpha": self.alpha,
+                "sac/q": tf.reduce_mean(q1), "sac/entropy": -tf.reduce_mean(log_prob)}
+
+    def soft_update_targets(self, tau: float) -> None:
+        """target <- (1 - tau) * target + tau * online."""
+        for online, target in ((self.critic1, self.target_critic1), (self.critic2, self.target_critic2)):
+            for o, t in zip(online.variables, target.variables):
+                t.assign((1.0 - tau) * t + tau * o)

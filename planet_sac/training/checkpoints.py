@@ -1,0 +1,165 @@
+"""Checkpoints keyed by stable variable names, exact resume, and filtered restore.
+
+A checkpoint stores every variable of a run under its hierarchical name
+(`world_model/rssm/gru/kernel`, `optimizer/world_model/m/...`, `sac/actor/...`,
+`counters/step`, ...), so the names a user sees in `planet-sac variables` are the
+names that `--include` / `--exclude` select, as PlaNet's `add_saver(include, exclude)`
+did. Patterns are Python regular expressions matched at the start of a name
+(`re.match`): `world_model/` selects the model but not its optimizer slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from typing import Iterable, Mapping, Sequence
+
+import tensorflow as tf
+
+from planet_sac.models.networks import variable_name
+
+log = logging.getLogger("planet_sac")
+
+_PREFIX = "variables/"
+_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be found, read or matched, described in one line."""
+
+
+def named_variables(modules: Iterable[tf.Module], extra: Mapping[str, tf.Variable] | None = None) -> dict[str, tf.Variable]:
+    """All variables of `modules` by stable name, plus `extra` ones named explicitly."""
+    named: dict[str, tf.Variable] = {}
+    for module in modules:
+        for variable in module.variables:
+            name = variable_name(variable)
+            if name in named and named[name] is not variable:
+                raise CheckpointError(f"two different variables are both named {name!r}")
+            named[name] = variable
+    named.update(extra or {})
+    return dict(sorted(named.items()))
+
+
+def _tree(variables: Mapping[str, tf.Variable]) -> tf.Module:
+    """A nested object whose attribute paths are the variable names, for tf.train.Checkpoint."""
+    root = tf.Module(name="variables")
+    for name, variable in variables.items():
+        node = root
+        *parents, leaf = name.split("/")
+        for part in parents:
+            child = getattr(node, part, None)
+            if child is None:
+                child = tf.Module(name=part)
+                setattr(node, part, child)
+            node = child
+        setattr(node, leaf, variable)
+    return root
+
+
+def resolve(path: str) -> str:
+    """A checkpoint prefix from a logdir, its `checkpoints/` folder, or a prefix itself."""
+    for directory in (path, f"{path.rstrip('/')}/checkpoints"):
+        if tf.io.gfile.isdir(directory):
+            latest = tf.train.latest_checkpoint(directory)
+            if latest:
+                return latest
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    raise CheckpointError(
+        f"no checkpoint at {path!r}: pass a logdir, its checkpoints/ folder, or a checkpoint prefix such as LOGDIR/checkpoints/ckpt-10"
+    )
+
+
+def list_variables(path: str) -> list[tuple[str, list[int]]]:
+    """(name, shape) of every variable stored in the checkpoint at `path`."""
+    prefix = resolve(path)
+    try:
+        entries = tf.train.list_variables(prefix)
+    except (tf.errors.OpError, ValueError) as error:
+        raise CheckpointError(f"cannot read checkpoint {prefix}: {_first_line(error)}") from None
+    return [(key[len(_PREFIX):-len(_SUFFIX)], shape) for key, shape in entries
+            if key.startswith(_PREFIX) and key.endswith(_SUFFIX)]
+
+
+class Checkpointer:
+    """Saves and restores all named variables of a run in `directory` (keeps the last few)."""
+
+    def __init__(self, directory: str, variables: Mapping[str, tf.Variable], max_to_keep: int = 3):
+        self.variables = dict(variables)
+        self.checkpoint = tf.train.Checkpoint(variables=_tree(self.variables))
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
+
+    @property
+    def latest(self) -> str | None:
+        return self.manager.latest_checkpoint
+
+    def save(self, step: int) -> str:
+        return self.manager.save(checkpoint_number=step)
+
+    def restore_latest(self) -> str | None:
+        """Restores the newest readable checkpoint exactly; falls back to older ones if it is damaged."""
+        candidates = list(reversed(self.manager.checkpoints))
+        for prefix in candidates:
+            try:
+                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+                return prefix
+            except (tf.errors.OpError, AssertionError, ValueError) as error:
+                log.warning("checkpoint %s is unreadable (%s); trying an older one", prefix, _first_line(error))
+        if candidates:
+            raise CheckpointError(f"no readable checkpoint in {self.manager.directory} (tried {len(candidates)})")
+        return None
+
+
+@dataclasses.dataclass
+class RestoreReport:
+    restored: list[str]
+    skipped: list[str]  # in the checkpoint but not selected, or not in this run
+    untouched: list[str]  # in this run but not restored: they keep their initial values
+
+    def summary(self) -> str:
+        return (f"restored {len(self.restored)} variables, skipped {len(self.skipped)} in the checkpoint, "
+                f"left {len(self.untouched)} at their initial values")
+
+
+def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: Sequence[str] = (".*",),
+                     exclude: Sequence[str] = ()) -> RestoreReport:
+    """Restores the variables whose names match an include pattern and no exclude pattern.
+
+    Fails before assigning anything if an include pattern matches no variable of the
+    run, or if a selected variable is missing from the checkpoint or has another shape.
+    """
+    prefix = resolve(path)
+    stored = dict(list_variables(prefix))
+    include = list(include) or [".*"]
+    try:
+        include_re = [re.compile(p) for p in include]
+        exclude_re = [re.compile(p) for p in exclude]
+    except re.error as error:
+        raise CheckpointError(f"invalid pattern: {error}") from None
+
+    for pattern, regex in zip(include, include_re):
+        if not any(regex.match(name) for name in variables):
+            raise CheckpointError(f"--include {pattern!r} matches no variable; list them with: planet-sac variables {path}")
+    selected = [name for name in variables
+                if any(r.match(name) for r in include_re) and not any(r.match(name) for r in exclude_re)]
+    missing = [name for name in selected if name not in stored]
+    if missing:
+        raise CheckpointError(f"{len(missing)} selected variables are not in {prefix}, e.g. {missing[0]!r}; narrow --include or add --exclude")
+    for name in selected:
+        want, have = list(variables[name].shape), list(stored[name])
+        if want != have:
+            raise CheckpointError(f"shape mismatch for {name}: checkpoint has {have}, this run needs {want}")
+
+    reader = tf.train.load_checkpoint(prefix)
+    for name in selected:
+        variables[name].assign(reader.get_tensor(_PREFIX + name + _SUFFIX))
+    chosen = set(selected)
+    return RestoreReport(restored=selected, skipped=sorted(set(stored) - chosen),
+                         untouched=sorted(set(variables) - chosen))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else error.__class__.__name__

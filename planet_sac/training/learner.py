@@ -1,0 +1,109 @@
+"""The learner: one compiled update of the world model (and the SAC head) per batch.
+
+- Gradient accumulation happens inside the graph: the batch is split into
+  `optim.accumulate` micro-batches whose gradients are averaged in a `tf.range` loop
+  and applied once; no gradient ever travels back to Python.
+- All randomness of an update is drawn up front from one `tf.random.Generator`
+  for the whole batch, so k micro-batches of size B/k give the same update as one
+  batch of B, and eager execution gives the same numbers as the compiled step (up to
+  float reassociation: TensorFlow promises closeness, not bitwise equality).
+- A non-finite loss or gradient skips the update; the skip is counted, and the
+  trainer stops the run after `optim.max_nonfinite_updates` consecutive skips.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping
+
+import tensorflow as tf
+
+from planet_sac.config import Config
+from planet_sac.control.sac import SAC
+from planet_sac.models.world_model import WorldModel
+from planet_sac.optim import Adam
+
+Batch = Mapping[str, tf.Tensor]
+
+
+class Learner(tf.Module):
+    """Owns the optimisers and the compiled `update(batch) -> metrics`."""
+
+    def __init__(self, config: Config, world_model: WorldModel, sac: SAC, seed: int = 0):
+        super().__init__(name="learner")
+        self.config = config
+        self.world_model = world_model
+        self.sac = sac
+        optim = config.optim
+        self.optimizer = Adam(world_model.trainable_variables, optim.learning_rate, optim.adam_epsilon,
+                              optim.grad_clip, name="world_model")
+        with tf.name_scope("learner/"):
+            self.rng = tf.random.Generator.from_seed(seed)
+            self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates")
+            self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
+        self.update = tf.function(self._update, jit_compile=optim.jit_compile)
+
+    def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        wm = self.world_model
+        k = self.config.optim.accumulate
+        size = batch["action"].shape[0]
+        length = batch["action"].shape[1]
+        if size % k:
+            raise ValueError(f"batch size {size} is not divisible by optim.accumulate={k}")
+        micro = size // k
+        noise = wm.sample_noise(self.rng, size, length)
+        variables = wm.trainable_variables
+
+        # [B, ...] -> [k, B/k, ...], so every micro-batch has a static shape inside the loop.
+        split = lambda t: tf.reshape(t, [k, micro, *t.shape[1:]])  # noqa: E731
+        batches = {key: split(value) for key, value in batch.items()}
+        noises = {key: (tf.stack(tf.split(value, k, axis=1)) if key == "overshooting" else split(value))
+                  for key, value in noise.items()}
+
+        def micro_step(i):
+            with tf.GradientTape() as tape:
+                loss, metrics, posts = wm.loss({key: value[i] for key, value in batches.items()},
+                                               {key: value[i] for key, value in noises.items()})
+            grads = [g / k for g in tape.gradient(loss, variables)]
+            metrics = {key: value / k for key, value in metrics.items()}
+            return grads, metrics, tf.stop_gradient(wm.rssm.features(posts))
+
+        grads, metrics, features = micro_step(0)
+        for i in tf.range(1, k):
+            micro_grads, micro_metrics, features = micro_step(i)
+            grads = [g + mg for g, mg in zip(grads, micro_grads)]
+            metrics = {key: metrics[key] + micro_metrics[key] for key in metrics}
+
+        finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]),
+                                tf.math.is_finite(tf.linalg.global_norm(grads)))
+        grad_norm = tf.cond(finite, lambda: self.optimizer.apply(grads), lambda: tf.constant(float("nan")))
+        self.skipped_updates.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
+        self.consecutive_skips.assign(tf.where(finite, tf.constant(0, tf.int64), self.consecutive_skips + 1))
+        metrics = dict(metrics, **{"train/grad_norm": grad_norm, "train/skipped_updates": self.skipped_updates,
+                                   "train/update_finite": tf.cast(finite, tf.float32)})
+
+        if self.config.sac.updates_per_step > 0:
+            last = {key: value[k - 1] for key, value in batches.items()}
+            features = tf.where(finite, features, tf.zeros_like(features))  # never feed SAC a NaN model
+            metrics.update(self._sac_updates(features, last))
+        return metrics
+
+    def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:
+        """SAC updates on transitions (z_t, a_t+1, r_t+1, d_t+1, z_t+1) of the posterior over the chunk."""
+        feature_size = features.shape[-1]
+        flat = lambda t, tail: tf.reshape(t, [-1, *tail])  # noqa: E731
+        action_size = batch["action"].shape[-1]
+        transitions = (
+            flat(features[:, :-1], [feature_size]),
+            flat(batch["action"][:, 1:], [action_size]),
+            flat(batch["reward"][:, 1:], []),
+            flat(batch["discount"][:, 1:], []),
+            flat(features[:, 1:], [feature_size]),
+        )
+        count = transitions[0].shape[0]
+        take = min(self.config.sac.batch_size, count)
+        metrics = {}
+        for _ in range(self.config.sac.updates_per_step):
+            index = self.rng.uniform([take], 0, count, dtype=tf.int64)
+            sample = [tf.gather(t, index) for t in transitions]
+            metrics = self.sac.update(*sample, rng=self.rng)
+        return metrics

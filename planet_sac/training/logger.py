@@ -1,0 +1,48 @@
+"""Run outputs: `metrics.jsonl` (one JSON object per log step) and TensorBoard events."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+
+class Logger:
+    """Writes scalars to `LOGDIR/metrics.jsonl` and to TensorBoard event files."""
+
+    def __init__(self, logdir: str):
+        self.logdir = logdir
+        self.writer = tf.summary.create_file_writer(logdir)
+        self.metrics_path = f"{logdir}/metrics.jsonl"
+
+    def scalars(self, step: int, values: Mapping[str, float], **fields: object) -> dict:
+        """Logs `values` at `step`; `fields` (env_steps, phase, ...) go into the JSON line only."""
+        clean = {key: _to_float(value) for key, value in values.items()}
+        record = {"step": int(step), **fields, **clean, "time": round(time.time(), 3)}
+        with tf.io.gfile.GFile(self.metrics_path, "a") as file:
+            file.write(json.dumps(record, allow_nan=False, default=str) + "\n")
+        with self.writer.as_default(step=int(step)):
+            for key, value in clean.items():
+                if value is not None:
+                    tf.summary.scalar(key, value)
+        return record
+
+    def image(self, step: int, name: str, image: np.ndarray) -> None:
+        """Logs one uint8 or [0, 1] float image [H, W, C]."""
+        with self.writer.as_default(step=int(step)):
+            tf.summary.image(name, image[None])
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _to_float(value: object) -> float | None:
+    number = float(np.asarray(value))
+    return number if math.isfinite(number) else None

@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="run the latest checkpoint and report returns")
     evaluate.add_argument("--logdir", required=True)
     evaluate.add_argument("--episodes", type=int, default=5)
-    evaluate.add_argument("--policy", choices=POLICIES, default="cem")
+    evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
     evaluate.add_argument("--seed", type=int, default=12345)
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
@@ -111,9 +111,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
-    result = evaluate(args.logdir, args.episodes, args.policy, seed=args.seed, video=args.video, overrides=args.set)
-    print(f"{args.policy}: mean {result['mean']:.2f} std {result['std']:.2f} min {result['min']:.2f} "
-          f"max {result['max']:.2f} over {args.episodes} episodes (checkpoint step {result['step']})")
+    print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episodes, {args.logdir})")
+    for index, policy in enumerate(args.policy):
+        video = args.video if index == 0 else None
+        result = evaluate(args.logdir, args.episodes, policy, seed=args.seed, video=video, overrides=args.set)
+        print(f"{policy:<16}{result['mean']:>10.1f}{result['std']:>10.1f}{result['min']:>10.1f}{result['max']:>10.1f}", flush=True)
+    print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
     return 0
 
 

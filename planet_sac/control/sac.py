@@ -48,6 +48,8 @@ def _inverting_identity(action: tf.Tensor):
 class SAC(tf.Module):
     """Actor, twin critics with targets, and the entropy temperature."""
 
+    METRICS = ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q", "sac/entropy")
+
     def __init__(self, config: SACConfig, feature_size: int, action_size: int, seed: int = 0, name: str = "sac"):
         super().__init__(name=name)
         self.config = config

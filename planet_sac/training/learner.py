@@ -83,8 +83,9 @@ class Learner(tf.Module):
 
         if self.config.sac.updates_per_step > 0:
             last = {key: value[k - 1] for key, value in batches.items()}
-            features = tf.where(finite, features, tf.zeros_like(features))  # never feed SAC a NaN model
-            metrics.update(self._sac_updates(features, last))
+            skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
+            # A batch that broke the world model (NaN/inf) must not reach the SAC head either.
+            metrics.update(tf.cond(finite, lambda: self._sac_updates(features, last), lambda: skipped))
         return metrics
 
     def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:

@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine:
+#   make train   creates .venv, installs planet-sac with its extras, trains the default agent
+#   make test    same set-up, then runs the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+CONFIG ?= configs/pendulum.yaml
+LOGDIR ?= logdir/pendulum
+export MUJOCO_GL ?= egl
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: install train evaluate test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dmc,test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+train: $(STAMP)
+	$(PY) -m planet_sac train --config $(CONFIG) --logdir $(LOGDIR)
+	$(PY) -m planet_sac evaluate --logdir $(LOGDIR) --episodes 5 --policy random cem sac
+
+evaluate: $(STAMP)
+	$(PY) -m planet_sac evaluate --logdir $(LOGDIR) --episodes 5 --policy random cem sac sac_guided_cem
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,445 @@
+"""Environments with the observation and action conventions the world model expects.
+
+``make_env`` returns a ``gymnasium.Env`` whose observations are a dict with exactly one key,
+``"image"`` (uint8, ``image_size x image_size x 3``) or ``"state"`` (flat float32 vector), and
+whose actions are a float32 Box in ``[-1, 1]``. Two sources are supported:
+
+* ``gym:<id>``: any registered gymnasium environment with a continuous (Box) action space.
+* ``dmc:<domain>-<task>``: a dm_control suite task (needs ``pip install 'planet-sac[dmc]'``).
+
+Action repeat lives inside the base environments rather than in a wrapper so that an image is
+rendered once per agent step, not once per simulator step (rendering dominates the cost).
+The time limit counts agent steps, i.e. steps after action repeat, and ends episodes with
+``truncated=True``; ``terminated`` is only ever set by the task itself.
+
+Environments that simulate with MuJoCo (every dmc task, gymnasium's mujoco envs) run in a child
+process, see ``EnvProcess``: headless MuJoCo rendering and TensorFlow crash in one process.
+This module and ``planet_sac/__init__.py`` must therefore never import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import weakref
+from multiprocessing.connection import Connection
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from PIL import Image
+
+OBS_KEYS = ("image", "state")
+DMC_DEFAULT_STEPS = 1000
+"""Episode length of the dm_control suite tasks in control steps (before action repeat)."""
+
+_TASK_FORMAT = (
+    "expected 'gym:<gymnasium id>' (e.g. 'gym:Pendulum-v1') "
+    "or 'dmc:<domain>-<task>' (e.g. 'dmc:cartpole-swingup')"
+)
+
+
+def make_env(
+    task: str,
+    obs: str = "image",
+    action_repeat: int = 1,
+    time_limit: int | None = None,
+    seed: int | None = None,
+    image_size: int = 64,
+) -> gymnasium.Env:
+    """Create an environment for ``task`` with dict observations and actions in [-1, 1].
+
+    Args:
+        task: ``gym:<gymnasium id>`` or ``dmc:<domain>-<task>``.
+        obs: ``"image"`` for rendered RGB frames or ``"state"`` for the flat state vector.
+        action_repeat: Simulator steps per agent action; rewards are summed.
+        time_limit: Maximum agent actions per episode; ``None`` keeps the task's default length
+            (divided by ``action_repeat``, rounded up).
+        seed: Seeds the first ``reset`` and the action space, so equal seeds give equal episodes.
+        image_size: Height and width of image observations.
+
+    Raises:
+        ValueError: For a malformed or unknown task, or an unsupported observation or action space.
+    """
+    if obs not in OBS_KEYS:
+        raise ValueError(f"obs must be one of {OBS_KEYS}, got {obs!r}")
+    if action_repeat < 1:
+        raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
+    if time_limit is not None and time_limit < 1:
+        raise ValueError(f"time_limit must be >= 1 or None, got {time_limit}")
+    if image_size < 1:
+        raise ValueError(f"image_size must be >= 1, got {image_size}")
+    source, sep, name = task.partition(":")
+    if not sep or not name:
+        raise ValueError(f"bad task {task!r}: {_TASK_FORMAT}")
+    if source == "gym":
+        kind: type[SimEnv] = GymEnv
+        uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(name), "entry_point", ""))
+    elif source == "dmc":
+        kind, uses_mujoco = DMCEnv, True
+    else:
+        raise ValueError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
+    args = (name, obs, action_repeat, image_size, seed)
+    env = EnvProcess(kind, *args) if uses_mujoco else kind(*args)
+    if time_limit is None and env.default_steps is not None:
+        time_limit = math.ceil(env.default_steps / action_repeat)
+    wrapped = TimeLimit(NormalizeActions(env), time_limit)
+    wrapped.action_space.seed(seed)
+    wrapped.observation_space.seed(seed)
+    return wrapped
+
+
+class SimEnv(gymnasium.Env):
+    """Base environment: dict observations, native action bounds, built-in action repeat.
+
+    Subclasses implement ``_reset``, ``_advance`` (one simulator step) and ``_observe``.
+    A seed given at construction is used by the first ``reset`` that is not given its own.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+    render_mode = "rgb_array"
+    default_steps: int | None
+    """The task's own episode length in simulator steps, or None if it has none."""
+
+    def __init__(self, obs_key: str, action_repeat: int, image_size: int, seed: int | None) -> None:
+        self.obs_key = obs_key
+        self.action_repeat = action_repeat
+        self.image_size = image_size
+        self._pending_seed = seed
+
+    def _reset(self, seed: int | None) -> None:
+        raise NotImplementedError
+
+    def _advance(self, action: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        """Step the simulator once; returns (reward, terminated, truncated, info)."""
+        raise NotImplementedError
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        if seed is None:
+            seed = self._pending_seed
+        self._pending_seed = None
+        super().reset(seed=seed)
+        self._reset(seed)
+        return self._observe(), {}
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        total = 0.0
+        for _ in range(self.action_repeat):
+            reward, terminated, truncated, info = self._advance(action)
+            total += reward
+            if terminated or truncated:
+                break
+        return self._observe(), total, terminated, truncated, info
+
+
+class GymEnv(SimEnv):
+    """A gymnasium environment (without its own time limit) as a ``SimEnv``."""
+
+    def __init__(
+        self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None
+    ) -> None:
+        super().__init__(obs_key, action_repeat, image_size, seed)
+        try:
+            spec = gymnasium.spec(name)
+        except gymnasium.error.Error as err:
+            message = " ".join(str(err).split())
+            raise ValueError(
+                f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
+                "e.g. 'gym:Pendulum-v1'"
+            ) from None
+        self.default_steps = spec.max_episode_steps
+        can_render = "rgb_array" in _render_modes(spec)
+        if obs_key == "image" and not can_render:
+            raise ValueError(f"gym:{name} cannot render rgb_array frames; use obs='state'")
+        self.render_mode = "rgb_array" if can_render else None
+        kwargs = {"render_mode": "rgb_array"} if can_render else {}
+        self._env = gymnasium.make(name, max_episode_steps=-1, **kwargs)
+        action_space = self._env.action_space
+        if not isinstance(action_space, spaces.Box):
+            raise ValueError(
+                f"gym:{name} has a {type(action_space).__name__} action space; only continuous "
+                "(Box) action spaces are supported, e.g. 'gym:Pendulum-v1'"
+            )
+        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"gym:{name} has unbounded actions; bounded Box actions are needed")
+        self.action_space = action_space
+        self._inner_obs_space = self._env.observation_space
+        if obs_key == "image":
+            self.observation_space = spaces.Dict(
+                image=spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
+            )
+        else:
+            size = spaces.flatdim(self._inner_obs_space)
+            self.observation_space = spaces.Dict(
+                state=spaces.Box(-np.inf, np.inf, (size,), np.float32)
+            )
+        self._last_obs: Any = None
+
+    def _reset(self, seed: int | None) -> None:
+        self._last_obs, _ = self._env.reset(seed=seed)
+
+    def _advance(self, action: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        self._last_obs, reward, terminated, truncated, info = self._env.step(action)
+        return float(reward), bool(terminated), bool(truncated), info
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        if self.obs_key == "image":
+            return {"image": resize_image(self._env.render(), self.image_size)}
+        state = spaces.flatten(self._inner_obs_space, self._last_obs)
+        return {"state": np.asarray(state, np.float32)}
+
+    def render(self) -> np.ndarray:
+        """The inner environment's full-resolution RGB frame."""
+        return self._env.render()
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class DMCEnv(SimEnv):
+    """A dm_control suite task as a ``SimEnv``.
+
+    The task's own time limit is disabled (``make_env`` applies one counted in agent steps), so a
+    dm_control episode end seen here is a real termination, reported as ``terminated`` when its
+    discount is 0 and as ``truncated`` otherwise. The state vector concatenates the flattened
+    observation values in the order the task defines them.
+    """
+
+    default_steps = DMC_DEFAULT_STEPS
+
+    def __init__(
+        self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None
+    ) -> None:
+        super().__init__(obs_key, action_repeat, image_size, seed)
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        try:
+            from dm_control import suite
+        except ImportError as err:
+            raise ImportError(
+                f"dmc tasks need dm_control ({err}); install it with: pip install 'planet-sac[dmc]'"
+            ) from err
+        domain, _, task = name.partition("-")
+        if (domain, task) not in suite.ALL_TASKS:
+            tasks = [f"{d}-{t}" for d, t in suite.ALL_TASKS if d == domain] or [
+                f"{d}-{t}" for d, t in suite.ALL_TASKS
+            ]
+            raise ValueError(
+                f"unknown dm_control task 'dmc:{name}'; use 'dmc:<domain>-<task>' with one of: "
+                + ", ".join(tasks)
+            )
+        self._env = suite.load(
+            domain, task, task_kwargs={"random": seed, "time_limit": float("inf")}
+        )
+        spec = self._env.action_spec()
+        self.action_space = spaces.Box(
+            spec.minimum.astype(np.float32), spec.maximum.astype(np.float32), spec.shape, np.float32
+        )
+        if obs_key == "image":
+            space = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
+        else:
+            size = sum(int(np.prod(v.shape)) for v in self._env.observation_spec().values())
+            space = spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        self.observation_space = spaces.Dict({obs_key: space})
+        self._last_obs: Any = None
+
+    def _reset(self, seed: int | None) -> None:
+        if seed is not None:
+            self._env.task.random.seed(seed)
+        self._last_obs = self._env.reset().observation
+
+    def _advance(self, action: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        time_step = self._env.step(action)
+        self._last_obs = time_step.observation
+        ended = time_step.last()
+        terminated = bool(ended and time_step.discount == 0.0)
+        return float(time_step.reward or 0.0), terminated, ended and not terminated, {}
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        if self.obs_key == "image":
+            return {"image": self.render()}
+        values = [np.asarray(v, np.float32).ravel() for v in self._last_obs.values()]
+        return {"state": np.concatenate(values)}
+
+    def render(self) -> np.ndarray:
+        """An ``image_size`` square RGB frame from camera 0."""
+        return self._env.physics.render(self.image_size, self.image_size, camera_id=0)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class EnvProcess(gymnasium.Env):
+    """A ``SimEnv`` built and run in a fresh child Python process; calls are forwarded to it.
+
+    Headless MuJoCo renders through Mesa's software rasteriser, which links its own LLVM, while
+    TensorFlow exports LLVM symbols of another version: a GL context created in a process that
+    has imported TensorFlow segfaults, and importing TensorFlow after dm_control crashes too.
+    The child is a new interpreter (not a fork of this one) that never imports TensorFlow.
+    Exceptions raised in the child (e.g. ``ValueError`` for an unknown task) are re-raised here.
+    """
+
+    MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size",
+                "default_steps", "render_mode")
+
+    def __init__(self, kind: type[SimEnv], *args: Any) -> None:
+        ours, theirs = socket.socketpair()
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        child_env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+        python_path = [package_root, child_env.get("PYTHONPATH", "")]
+        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, python_path))
+        code = "import sys; from planet_sac.envs import serve_env; serve_env(int(sys.argv[1]))"
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", code, str(theirs.fileno())], pass_fds=[theirs.fileno()], env=child_env
+        )
+        theirs.close()
+        self._conn = Connection(ours.detach())
+        weakref.finalize(self, _stop_process, self._process, self._conn)
+        for name, value in self._call("create", kind, *args).items():
+            setattr(self, name, value)
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            self._conn.send((method, args, kwargs))
+            ok, result = self._conn.recv()
+        except (EOFError, OSError):
+            code = self._process.wait()
+            raise RuntimeError(f"environment process died (exit code {code}) during {method}") from None
+        if not ok:
+            raise result
+        return result
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        return self._call("reset", seed=seed, options=options)
+
+    def step(self, action: np.ndarray):
+        return self._call("step", np.asarray(action))
+
+    def render(self) -> np.ndarray:
+        return self._call("render")
+
+    def close(self) -> None:
+        if self._process.poll() is None and not self._conn.closed:
+            self._call("close")
+        _stop_process(self._process, self._conn)
+
+
+def serve_env(fd: int) -> None:
+    """Child side of ``EnvProcess``: answer (method, args, kwargs) messages on socket ``fd``.
+
+    Ctrl-C is left to the parent, which closes the environment; the child ends when it reads
+    ``close`` or the parent's end of the socket is closed.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(fd)
+    env: SimEnv | None = None
+    while True:
+        try:
+            method, args, kwargs = conn.recv()
+        except EOFError:
+            break
+        try:
+            if method == "create":
+                kind, *init_args = args
+                env = kind(*init_args)
+                result: Any = {name: getattr(env, name) for name in EnvProcess.MIRRORED}
+            else:
+                result = getattr(env, method)(*args, **kwargs)
+            conn.send((True, result))
+        except Exception as error:
+            try:
+                pickle.dumps(error)
+            except Exception:
+                error = RuntimeError(f"{type(error).__name__}: {error}")
+            conn.send((False, error))
+        if method == "close":
+            break
+
+
+def _stop_process(process: subprocess.Popen, conn: Connection) -> None:
+    conn.close()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class EnvWrapper(gymnasium.Wrapper):
+    """Wrapper base that forwards the ``SimEnv`` metadata (gymnasium wrappers do not)."""
+
+    @property
+    def obs_key(self) -> str:
+        """The single observation key, ``"image"`` or ``"state"``."""
+        return self.env.obs_key
+
+    @property
+    def action_repeat(self) -> int:
+        """Simulator steps per agent action."""
+        return self.env.action_repeat
+
+
+class NormalizeActions(EnvWrapper):
+    """Expose actions in [-1, 1]; they are clipped and rescaled to the true bounds."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        space = env.action_space
+        self._low = space.low.astype(np.float64)
+        self._high = space.high.astype(np.float64)
+        self._dtype = space.dtype
+        self.action_space = spaces.Box(-1.0, 1.0, space.shape, np.float32)
+
+    def step(self, action: np.ndarray):
+        unit = np.clip(np.asarray(action, np.float64), -1.0, 1.0)
+        scaled = self._low + (unit + 1.0) / 2.0 * (self._high - self._low)
+        return self.env.step(scaled.astype(self._dtype))
+
+
+class TimeLimit(EnvWrapper):
+    """Truncate episodes after ``max_episode_steps`` agent steps (None: never)."""
+
+    def __init__(self, env: gymnasium.Env, max_episode_steps: int | None) -> None:
+        super().__init__(env)
+        self.max_episode_steps = max_episode_steps
+        self._steps = 0
+
+    def reset(self, **kwargs: Any):
+        self._steps = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: np.ndarray):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        if self.max_episode_steps is not None and self._steps >= self.max_episode_steps:
+            truncated = truncated or not terminated
+        return obs, reward, terminated, truncated, info
+
+
+def _render_modes(spec: gymnasium.envs.registration.EnvSpec) -> list[str]:
+    """Render modes a registered gymnasium environment declares, without creating it."""
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = gymnasium.envs.registration.load_env_creator(creator)
+    metadata = getattr(creator, "metadata", None)
+    return list(metadata.get("render_modes", [])) if isinstance(metadata, dict) else []
+
+
+def resize_image(frame: np.ndarray, size: int) -> np.ndarray:
+    """Area-average resize of an RGB frame to ``size x size`` uint8."""
+    frame = np.asarray(frame, np.uint8)
+    if frame.shape[:2] == (size, size):
+        return frame
+    return np.asarray(Image.fromarray(frame).resize((size, size), Image.Resampling.BOX))

@@ -1,0 +1,34 @@
+"""Shared fixtures: tiny configs and hand-made batches, so every test takes seconds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from planet_sac.config import Config, load_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+DATA = ROOT / "data"
+
+
+@pytest.fixture
+def smoke_config() -> Config:
+    return load_config(CONFIGS / "smoke.yaml")
+
+
+def state_batch(batch: int = 4, length: int = 10, state_size: int = 3, action_size: int = 1, seed: int = 0) -> dict:
+    """A random [B, T] chunk of a state-observation task, in the aligned episode layout."""
+    rng = np.random.default_rng(seed)
+    return {
+        "state": rng.normal(size=(batch, length, state_size)).astype(np.float32),
+        "action": rng.uniform(-1, 1, (batch, length, action_size)).astype(np.float32),
+        "reward": rng.normal(size=(batch, length)).astype(np.float32),
+        "discount": np.ones((batch, length), np.float32),
+    }

@@ -1,0 +1,230 @@
+"""Tests for planet_sac.envs: observation formats, action handling, episode ends, seeding."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from planet_sac.collect import RandomAgent, run_episode
+from planet_sac.envs import make_env
+
+# dm_control is only looked up, never imported here: it crashes next to TensorFlow (see EnvProcess).
+needs_dmc = pytest.mark.skipif(
+    importlib.util.find_spec("dm_control") is None, reason="needs planet-sac[dmc]"
+)
+TERMINATES_ID = "PlanetSacTest/Terminates-v0"
+ECHO_ID = "PlanetSacTest/EchoAction-v0"
+
+
+class TerminatesEnv(gymnasium.Env):
+    """Reward 1 per step; terminates after 3 steps (no time limit of its own)."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, np.float32), 1.0, self.t >= 3, False, {}
+
+
+class EchoActionEnv(gymnasium.Env):
+    """Observes the last action it received, to check rescaling; bounds [0, 4] and [-10, 10]."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = spaces.Box(np.array([0.0, -10.0], np.float32), np.array([4.0, 10.0], np.float32))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+for _id, _cls in ((TERMINATES_ID, TerminatesEnv), (ECHO_ID, EchoActionEnv)):
+    if _id not in gymnasium.registry:
+        gymnasium.register(id=_id, entry_point=_cls)
+
+
+def test_gym_state_obs():
+    env = make_env("gym:Pendulum-v1", obs="state", seed=0)
+    obs, _ = env.reset()
+    assert env.obs_key == "state"
+    assert set(obs) == {"state"}
+    assert obs["state"].shape == (3,) and obs["state"].dtype == np.float32
+    assert env.observation_space["state"].shape == (3,)
+    obs, *_ = env.step(env.action_space.sample())
+    assert obs["state"].dtype == np.float32
+    assert env.observation_space.contains(obs)
+
+
+def test_gym_image_obs():
+    env = make_env("gym:Pendulum-v1", obs="image", seed=0)
+    obs, _ = env.reset()
+    assert set(obs) == {"image"} and env.obs_key == "image"
+    assert obs["image"].shape == (64, 64, 3) and obs["image"].dtype == np.uint8
+    assert env.observation_space.contains(obs)
+    assert obs["image"].min() < obs["image"].max()
+
+
+@needs_dmc
+def test_dmc_image_obs_changes_with_physics():
+    env = make_env("dmc:cartpole-swingup", obs="image", action_repeat=4, seed=0)
+    first, _ = env.reset()
+    assert first["image"].shape == (64, 64, 3) and first["image"].dtype == np.uint8
+    obs = first
+    for _ in range(5):
+        obs, *_ = env.step(np.ones(1, np.float32))
+    assert env.observation_space.contains(obs)
+    assert not np.array_equal(obs["image"], first["image"])
+
+
+@needs_dmc
+def test_dmc_renders_next_to_tensorflow():
+    """MuJoCo's headless GL and TensorFlow crash in one process; dmc envs run in a child."""
+    import tensorflow as tf
+
+    env = make_env("dmc:cartpole-swingup", obs="image", image_size=32, seed=0)
+    obs, _ = env.reset()
+    assert obs["image"].shape == (32, 32, 3)
+    assert env.unwrapped.render().shape == (32, 32, 3)
+    assert float(tf.reduce_sum(tf.ones(3))) == 3.0
+    env.close()
+
+
+@needs_dmc
+def test_dmc_state_obs_and_default_time_limit_truncates():
+    env = make_env("dmc:ball_in_cup-catch", obs="state", action_repeat=8, seed=0)
+    obs, _ = env.reset()
+    assert obs["state"].shape == (8,) and obs["state"].dtype == np.float32
+    assert env.max_episode_steps == 125
+    episode = run_episode(env, RandomAgent(2, seed=0), training=True)
+    assert len(episode["action"]) == 126
+    assert np.all(episode["discount"] == 1.0)
+
+
+def test_action_repeat_sums_rewards():
+    action = np.array([0.7], np.float32)
+    repeated = make_env("gym:Pendulum-v1", obs="state", action_repeat=2, seed=1)
+    single = make_env("gym:Pendulum-v1", obs="state", action_repeat=1, seed=1)
+    repeated.reset()
+    single.reset()
+    obs2, reward2, *_ = repeated.step(action)
+    _, reward_a, *_ = single.step(action)
+    obs1, reward_b, *_ = single.step(action)
+    assert reward2 == pytest.approx(reward_a + reward_b)
+    np.testing.assert_array_equal(obs2["state"], obs1["state"])
+    assert repeated.max_episode_steps == 100 and repeated.action_repeat == 2
+
+
+def test_action_repeat_stops_at_termination():
+    env = make_env(f"gym:{TERMINATES_ID}", obs="state", action_repeat=2)
+    env.reset(seed=0)
+    assert env.step(np.zeros(1))[1:4] == (2.0, False, False)
+    assert env.step(np.zeros(1))[1:4] == (1.0, True, False)
+
+
+def test_actions_are_normalised_to_true_bounds():
+    env = make_env(f"gym:{ECHO_ID}", obs="state")
+    assert env.action_space == spaces.Box(-1.0, 1.0, (2,), np.float32)
+    env.reset(seed=0)
+    for action, expected in [
+        ([-1.0, -1.0], [0.0, -10.0]),
+        ([1.0, 1.0], [4.0, 10.0]),
+        ([0.0, 0.5], [2.0, 5.0]),
+        ([5.0, -3.0], [4.0, -10.0]),
+    ]:
+        obs, *_ = env.step(np.array(action, np.float32))
+        np.testing.assert_allclose(obs["state"], expected, atol=1e-6)
+
+
+def test_termination_gives_zero_discount():
+    env = make_env(f"gym:{TERMINATES_ID}", obs="state")
+    env.reset(seed=0)
+    env.step(np.zeros(1))
+    env.step(np.zeros(1))
+    _, _, terminated, truncated, _ = env.step(np.zeros(1))
+    assert terminated and not truncated
+    episode = run_episode(env, RandomAgent(1, seed=0), training=True)
+    assert len(episode["discount"]) == 4
+    np.testing.assert_array_equal(episode["discount"], [1.0, 1.0, 1.0, 0.0])
+
+
+def test_time_limit_truncates_and_keeps_discount():
+    env = make_env("gym:Pendulum-v1", obs="state", time_limit=5, seed=0)
+    env.reset()
+    for step in range(5):
+        _, _, terminated, truncated, _ = env.step(np.zeros(1, np.float32))
+        assert not terminated
+        assert truncated == (step == 4)
+    episode = run_episode(env, RandomAgent(1, seed=0), training=True)
+    assert len(episode["discount"]) == 6
+    assert np.all(episode["discount"] == 1.0)
+
+
+def test_default_time_limit_counts_agent_steps():
+    assert make_env("gym:Pendulum-v1", obs="state").max_episode_steps == 200
+    assert make_env("gym:Pendulum-v1", obs="state", action_repeat=3).max_episode_steps == 67
+    assert make_env(f"gym:{TERMINATES_ID}", obs="state").max_episode_steps is None
+
+
+def _trajectory(task: str, seed: int, steps: int = 5) -> list[np.ndarray]:
+    env = make_env(task, obs="state", seed=seed)
+    obs, _ = env.reset()
+    actions = np.linspace(-1.0, 1.0, steps * env.action_space.shape[0], dtype=np.float32)
+    states = [obs["state"]]
+    for action in actions.reshape(steps, -1):
+        states.append(env.step(action)[0]["state"])
+    states.append(env.action_space.sample())
+    return states
+
+
+@pytest.mark.parametrize(
+    "task", ["gym:Pendulum-v1", pytest.param("dmc:cartpole-swingup", marks=needs_dmc)]
+)
+def test_seeding_is_reproducible(task):
+    first, again, other = _trajectory(task, 3), _trajectory(task, 3), _trajectory(task, 4)
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first[0], other[0])
+
+
+def test_reset_seed_reproduces_first_obs():
+    env = make_env("gym:Pendulum-v1", obs="state")
+    first = env.reset(seed=7)[0]["state"]
+    env.step(np.ones(1, np.float32))
+    np.testing.assert_array_equal(env.reset(seed=7)[0]["state"], first)
+
+
+@pytest.mark.parametrize(
+    "task, hint",
+    [
+        ("Pendulum-v1", "gym:Pendulum-v1"),
+        ("foo:Pendulum-v1", "gym:Pendulum-v1"),
+        ("gym:", "gym:Pendulum-v1"),
+        ("gym:NoSuchEnv-v0", "gym:Pendulum-v1"),
+        ("gym:CartPole-v1", "Box"),
+        pytest.param("dmc:cartpole-nope", "cartpole-swingup", marks=needs_dmc),
+        pytest.param("dmc:nodomain-run", "cheetah-run", marks=needs_dmc),
+        pytest.param("dmc:cartpole", "cartpole-balance", marks=needs_dmc),
+    ],
+)
+def test_bad_task_raises_helpful_value_error(task, hint):
+    with pytest.raises(ValueError) as info:
+        make_env(task)
+    message = str(info.value)
+    assert hint in message and "\n" not in message
+
+
+def test_bad_obs_raises_value_error():
+    with pytest.raises(ValueError, match="obs must be one of"):
+        make_env("gym:Pendulum-v1", obs="pixels")

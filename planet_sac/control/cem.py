@@ -64,9 +64,7 @@ def plan(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.rando
         guide_actions = _actor_trajectories(world_model, sac, _tile(state, guided), horizon, rng)
         guide_actions = tf.reshape(guide_actions, [batch, guided, horizon, action_size])
 
-    mean = tf.zeros([batch, 1, horizon, action_size])
-    std = tf.ones([batch, 1, horizon, action_size])
-    for _ in tf.range(config.iterations):
+    def iteration(i, mean, std):
         samples = mean + std * rng.normal([batch, sampled, horizon, action_size])
         candidates = tf.concat([tf.clip_by_value(samples, -1.0, 1.0), guide_actions], 1)
         flat = tf.reshape(candidates, [batch * total, horizon, action_size])
@@ -74,7 +72,11 @@ def plan(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.rando
         _, elite_index = tf.math.top_k(returns, top_k)
         elites = tf.gather(candidates, elite_index, batch_dims=1)  # [B, K, H, A]
         mean, variance = tf.nn.moments(elites, 1, keepdims=True)
-        std = tf.sqrt(variance + 1e-6)
+        return i + 1, mean, tf.sqrt(variance + 1e-6)
+
+    mean = tf.zeros([batch, 1, horizon, action_size])
+    std = tf.ones([batch, 1, horizon, action_size])
+    _, mean, _ = tf.while_loop(lambda i, *_: i < config.iterations, iteration, (tf.constant(0), mean, std))
     return tf.clip_by_value(mean[:, 0, 0], -1.0, 1.0)
 
 

@@ -40,7 +40,7 @@ class Policy(tf.Module):
         latent_spec = {key: tf.TensorSpec([None, size], tf.float32) for key, size in
                        (("mean", rssm.stoch_size), ("std", rssm.stoch_size), ("stoch", rssm.stoch_size), ("deter", rssm.deter_size))}
         obs_dtype = tf.uint8 if world_model.obs_key == "image" else tf.float32
-        self.compiled = tf.function(self._act, input_signature=[
+        self.compiled = tf.function(self._act, autograph=False, input_signature=[
             tf.TensorSpec([None, *world_model.obs_shape], obs_dtype),
             (latent_spec, tf.TensorSpec([None, world_model.action_size], tf.float32)),
             tf.TensorSpec([], tf.int32),
@@ -67,11 +67,13 @@ class Policy(tf.Module):
         batch = tf.shape(obs)[0]
         action_size = self.world_model.action_size
         rssm = self.world_model.rssm
-        embed = self.world_model.embed(obs)
-        latent, _ = rssm.obs_step(latent, prev_action, embed, self.rng.normal([batch, rssm.stoch_size]))
-        features = rssm.features(latent)
         training = tf.equal(phase, 0)
-        noise = self.cem_config.exploration_noise * tf.cast(training, tf.float32)
+        explore_scale = tf.cast(training, tf.float32)
+        # Train phase: sample the posterior; test phase: its mean, so evaluation has no exploration at all.
+        latent_noise = explore_scale * self.rng.normal([batch, rssm.stoch_size])
+        latent, _ = rssm.obs_step(latent, prev_action, self.world_model.embed(obs), latent_noise)
+        features = rssm.features(latent)
+        noise = self.cem_config.exploration_noise * explore_scale
 
         def explore(action: tf.Tensor) -> tf.Tensor:
             return tf.clip_by_value(action + noise * self.rng.normal(tf.shape(action)), -1.0, 1.0)

@@ -40,7 +40,7 @@ class Learner(tf.Module):
             self.rng = tf.random.Generator.from_seed(seed)
             self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates")
             self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
-        self.update = tf.function(self._update, jit_compile=optim.jit_compile)
+        self.update = tf.function(self._update, jit_compile=optim.jit_compile, autograph=False)
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
         wm = self.world_model
@@ -67,11 +67,16 @@ class Learner(tf.Module):
             metrics = {key: value / k for key, value in metrics.items()}
             return grads, metrics, tf.stop_gradient(wm.rssm.features(posts))
 
-        grads, metrics, features = micro_step(0)
-        for i in tf.range(1, k):
+        def accumulate(i, grads, metrics, features):
             micro_grads, micro_metrics, features = micro_step(i)
             grads = [g + mg for g, mg in zip(grads, micro_grads)]
             metrics = {key: metrics[key] + micro_metrics[key] for key in metrics}
+            return i + 1, grads, metrics, features
+
+        grads, metrics, features = micro_step(0)
+        if k > 1:  # an in-graph loop: gradients never leave the graph between micro-batches
+            _, grads, metrics, features = tf.while_loop(lambda i, *_: i < k, accumulate,
+                                                        (tf.constant(1), grads, metrics, features))
 
         finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]),
                                 tf.math.is_finite(tf.linalg.global_norm(grads)))

@@ -1,0 +1,283 @@
+"""Streaming replay of episode files: PlaNet's recent/cache scheme.
+
+Every *pass* yields up to ``every`` chunks, one random chunk per yielded
+episode: about half from episodes whose files appeared since the previous
+scan ("recent", each yielded at most once as recent), the rest drawn uniformly
+from the in-memory cache. After choosing a pass, the recent episodes join the
+cache, the oldest episodes beyond ``max_episodes`` are dropped, and after the
+pass the directories are scanned again for new files. Files written while
+training runs are therefore picked up without a restart.
+
+Files that cannot be used are skipped with one warning each on the
+``planet_sac`` logger and never read again; they stay on disk.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
+
+logger = logging.getLogger("planet_sac")
+
+Episode = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkInfo:
+    """Where a yielded chunk came from."""
+
+    path: str
+    start: int  # index of the chunk's first step in the episode arrays
+    source: str  # "recent" or "cache"
+
+
+class EpisodeReplay:
+    """Iterable of random fixed-length chunks streamed from episode directories.
+
+    Args:
+      directory: one directory or several (their union is used); may be ``gs://``.
+      chunk_length: steps per chunk; shorter episodes are skipped (not deleted).
+      every: chunks yielded per pass between two directory scans.
+      max_episodes: cache capacity; the oldest episodes are dropped first.
+        ``None`` keeps everything.
+      keys: keys to keep and yield (default: all keys of the spec). Dropped keys
+        are not kept in memory.
+      wait_seconds: how long to wait for the first usable episode before
+        raising ``TimeoutError`` (with the reasons files were skipped).
+      poll_seconds: rescan interval while waiting.
+      seed: seed for ``np.random.default_rng``.
+
+    Iterating never ends. Images stay uint8 in the cache, so memory is about
+    the raw size of the cached arrays (``stats["cache_bytes"]``).
+    """
+
+    def __init__(
+        self,
+        directory: str | Sequence[str],
+        chunk_length: int,
+        every: int = 100,
+        max_episodes: int | None = None,
+        keys: Sequence[str] | None = None,
+        wait_seconds: float = 60.0,
+        poll_seconds: float = 1.0,
+        seed: int | None = None,
+    ):
+        if chunk_length < 1:
+            raise ValueError(f"chunk_length must be >= 1, got {chunk_length}")
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        if max_episodes is not None and max_episodes < 1:
+            raise ValueError(f"max_episodes must be >= 1 or None, got {max_episodes}")
+        self.directories = [directory] if isinstance(directory, str) else list(directory)
+        if not self.directories:
+            raise ValueError("need at least one episode directory")
+        self.chunk_length = chunk_length
+        self.every = every
+        self.max_episodes = max_episodes
+        self.wait_seconds = wait_seconds
+        self.poll_seconds = poll_seconds
+        self._requested_keys = tuple(keys) if keys is not None else None
+        self._rng = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+        self._spec: EpisodeSpec | None = None
+        self._seen: set[str] = set()  # loaded, rejected, too short or ignored: never read again
+        self._recent: dict[str, Episode] = {}
+        self._cache: collections.OrderedDict[str, Episode] = collections.OrderedDict()  # oldest first
+        self.stats: dict = {
+            "files_loaded": 0,
+            "files_skipped": 0,  # bad files (see skipped_reasons)
+            "skipped_reasons": collections.Counter(),
+            "too_short_skipped": 0,
+            "files_ignored": 0,  # older than the newest max_episodes new files of one scan
+            "cache_episodes": 0,
+            "cache_bytes": 0,
+            "cache_dropped": 0,
+            "recent_yielded": 0,
+            "cache_yielded": 0,
+            "scans": 0,
+            "passes": 0,
+        }
+
+    # ----------------------------------------------------------------- public
+
+    @property
+    def spec(self) -> EpisodeSpec:
+        """Spec of the first usable episode (waits up to ``wait_seconds`` for one)."""
+        self._wait_for_first_episode()
+        assert self._spec is not None
+        return self._spec
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Keys of the yielded chunks."""
+        keys = self._requested_keys or self.spec.keys
+        unknown = [key for key in keys if key not in self.spec.keys]
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; episodes have {list(self.spec.keys)}")
+        return keys
+
+    def __iter__(self) -> Iterator[Episode]:
+        """Yield one random chunk per yielded episode, forever."""
+        for chunk, _ in self.iter_with_info():
+            yield chunk
+
+    def iter_with_info(self) -> Iterator[tuple[Episode, ChunkInfo]]:
+        """Like ``iter(self)`` but also says which file and source each chunk came from."""
+        _ = self.keys  # waits for the first episode and checks the requested keys
+        while True:
+            for path, episode, source in self._next_pass():
+                length = len(next(iter(episode.values())))
+                start = int(self._rng.integers(0, length - self.chunk_length + 1))
+                chunk = {key: value[start : start + self.chunk_length] for key, value in episode.items()}
+                self.stats[f"{source}_yielded"] += 1
+                yield chunk, ChunkInfo(path, start, source)
+            self._scan()
+
+    # ------------------------------------------------------------ one pass
+
+    def _next_pass(self) -> list[tuple[str, Episode, str]]:
+        """Choose this pass's episodes, then merge recent into the cache and trim it."""
+        with self._lock:
+            recent = list(self._recent.items())
+            cache = list(self._cache.items())
+            if cache:
+                num_recent = min(len(recent), math.ceil(self.every / 2))
+            else:
+                num_recent = min(len(recent), self.every)
+            num_cache = self.every - num_recent if cache else 0
+
+            chosen = [(*recent[i], "recent") for i in self._rng.permutation(len(recent))[:num_recent]]
+            chosen += [(*cache[i], "cache") for i in self._rng.integers(0, len(cache), num_cache)]
+
+            self._cache.update(self._recent)  # recent episodes not chosen go straight to the cache
+            self._recent = {}
+            while self.max_episodes is not None and len(self._cache) > self.max_episodes:
+                self._cache.popitem(last=False)
+                self.stats["cache_dropped"] += 1
+            self.stats["cache_episodes"] = len(self._cache)
+            self.stats["cache_bytes"] = sum(_nbytes(episode) for episode in self._cache.values())
+            self.stats["passes"] += 1
+        return chosen
+
+    # ----------------------------------------------------------------- scan
+
+    def _scan(self) -> None:
+        """Load files that appeared since the last scan into ``recent``."""
+        with self._lock:
+            self.stats["scans"] += 1
+            try:
+                new = [path for directory in self.directories for path in list_episodes(directory)]
+            except (OSError, tf.errors.OpError) as error:  # e.g. a flaky gs:// listing: try again next pass
+                logger.warning("Could not list episode directories (will retry): %s", error)
+                return
+            new = sorted((path for path in new if path not in self._seen), key=os.path.basename)
+            if self.max_episodes is not None and len(new) > self.max_episodes:
+                # Older files would be dropped from the cache right away: never load them.
+                ignored, new = new[: -self.max_episodes], new[-self.max_episodes :]
+                self._seen.update(ignored)
+                self.stats["files_ignored"] += len(ignored)
+            for path in new:
+                episode = self._load(path)
+                if episode is not None:
+                    self._recent[path] = episode
+
+    def _load(self, path: str) -> Episode | None:
+        """One usable episode restricted to the wanted keys, or None (warned once)."""
+        try:
+            episode = load_episode(path, spec=self._spec)
+        except BadEpisodeError as error:
+            self._seen.add(path)
+            self.stats["files_skipped"] += 1
+            self.stats["skipped_reasons"][error.reason] += 1
+            logger.warning("Skipping episode file %s: %s", path, error)
+            return None
+        except (OSError, tf.errors.OpError) as error:
+            logger.debug("Could not read %s (will retry at the next scan): %s", path, error)
+            return None
+        self._seen.add(path)
+
+        length = len(episode["action"])
+        if length < self.chunk_length:
+            self.stats["too_short_skipped"] += 1
+            logger.warning(
+                "Skipping episode file %s: too short (%d steps < chunk_length %d); it stays on disk",
+                path, length, self.chunk_length,
+            )
+            return None
+
+        if self._spec is None:
+            self._spec = EpisodeSpec.from_episode(episode)
+        keys = self._requested_keys or self._spec.keys
+        episode = {key: episode[key] for key in keys if key in episode}
+        for value in episode.values():
+            value.flags.writeable = False  # chunks are views into the cache
+        self.stats["files_loaded"] += 1
+        return episode
+
+    def _wait_for_first_episode(self) -> None:
+        """Scan until a usable episode exists; raise after ``wait_seconds``."""
+        deadline = time.monotonic() + self.wait_seconds
+        while self._spec is None:
+            self._scan()
+            if self._spec is not None:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(self._no_episodes_message())
+            time.sleep(min(self.poll_seconds, remaining))
+
+    def _no_episodes_message(self) -> str:
+        reasons = collections.Counter(self.stats["skipped_reasons"])
+        if self.stats["too_short_skipped"]:
+            reasons[f"shorter than chunk_length {self.chunk_length}"] = self.stats["too_short_skipped"]
+        skipped = sum(reasons.values())
+        detail = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common()) or "none found"
+        where = ", ".join(self.directories)
+        return (
+            f"No usable episodes in {where} after {self.wait_seconds:g}s ({skipped} files skipped: {detail}). "
+            f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {self.directories[0]}"
+        )
+
+
+def make_dataset(
+    directory: str | Sequence[str],
+    batch_size: int,
+    chunk_length: int,
+    every: int = 100,
+    max_episodes: int | None = None,
+    keys: Sequence[str] | None = None,
+    wait_seconds: float = 60.0,
+    seed: int | None = None,
+    prefetch: int = tf.data.AUTOTUNE,
+) -> tuple[tf.data.Dataset, EpisodeReplay]:
+    """Batches of chunks, ``{key: [batch_size, chunk_length, ...]}``, plus the replay (for stats).
+
+    Waits for the first usable episode (to learn shapes and dtypes) before
+    building the dataset.
+    """
+    replay = EpisodeReplay(
+        directory, chunk_length, every=every, max_episodes=max_episodes, keys=keys,
+        wait_seconds=wait_seconds, seed=seed,
+    )
+    shapes, dtypes = replay.spec.step_shapes(), replay.spec.dtypes()
+    signature = {
+        key: tf.TensorSpec((chunk_length, *shapes[key]), tf.as_dtype(dtypes[key])) for key in replay.keys
+    }
+    dataset = tf.data.Dataset.from_generator(replay.__iter__, output_signature=signature)
+    dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(prefetch)
+    return dataset, replay
+
+
+def _nbytes(episode: Episode) -> int:
+    return sum(value.nbytes for value in episode.values())

@@ -1,0 +1,86 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from planet_sac.training.checkpoints import (
+    CheckpointError, Checkpointer, list_variables, named_variables, resolve, restore_filtered)
+
+
+class Net(tf.Module):
+    def __init__(self, scale=1.0, shape=(2, 3)):
+        super().__init__(name="net")
+        with tf.name_scope("world_model/"):
+            self.kernel = tf.Variable(tf.fill(shape, scale), name="encoder/kernel")
+            self.bias = tf.Variable(tf.fill([3], scale), name="rssm/bias")
+        with tf.name_scope("sac/"):
+            self.actor = tf.Variable(tf.fill([4], scale), name="actor/kernel")
+        with tf.name_scope("optimizer/world_model/"):
+            self.slot = tf.Variable(tf.fill(shape, scale), name="m/world_model/encoder/kernel")
+
+
+def saved(tmp_path, scale=1.0):
+    net = Net(scale)
+    checkpointer = Checkpointer(str(tmp_path / "run" / "checkpoints"), named_variables([net]))
+    checkpointer.save(7)
+    return net
+
+
+def test_names_are_hierarchical_and_listed(tmp_path):
+    saved(tmp_path)
+    names = dict(list_variables(str(tmp_path / "run")))
+    assert names == {"optimizer/world_model/m/world_model/encoder/kernel": [2, 3], "sac/actor/kernel": [4],
+                     "world_model/encoder/kernel": [2, 3], "world_model/rssm/bias": [3]}
+
+
+def test_resolve_accepts_logdir_checkpoints_folder_and_prefix(tmp_path):
+    saved(tmp_path)
+    prefix = str(tmp_path / "run" / "checkpoints" / "ckpt-7")
+    assert resolve(str(tmp_path / "run")) == prefix
+    assert resolve(str(tmp_path / "run" / "checkpoints")) == prefix
+    assert resolve(prefix) == prefix
+    with pytest.raises(CheckpointError, match="no checkpoint at"):
+        resolve(str(tmp_path / "elsewhere"))
+
+
+def test_filtered_restore_restores_exactly_the_matched_variables(tmp_path):
+    saved(tmp_path, scale=5.0)
+    fresh = Net(scale=0.0)
+    variables = named_variables([fresh])
+    report = restore_filtered(variables, str(tmp_path / "run"), include=["world_model/"], exclude=["world_model/rssm/"])
+    assert report.restored == ["world_model/encoder/kernel"]
+    assert "world_model/rssm/bias" in report.untouched and "sac/actor/kernel" in report.untouched
+    np.testing.assert_array_equal(fresh.kernel.numpy(), 5.0)
+    np.testing.assert_array_equal(fresh.bias.numpy(), 0.0)
+    np.testing.assert_array_equal(fresh.actor.numpy(), 0.0)
+    np.testing.assert_array_equal(fresh.slot.numpy(), 0.0)  # optimizer slots are not under world_model/
+    assert "restored 1 variables" in report.summary()
+
+
+def test_include_matching_nothing_is_rejected(tmp_path):
+    saved(tmp_path)
+    with pytest.raises(CheckpointError, match="--include 'policy/' matches no variable"):
+        restore_filtered(named_variables([Net()]), str(tmp_path / "run"), include=["policy/"])
+
+
+def test_shape_mismatch_is_rejected_before_anything_is_assigned(tmp_path):
+    saved(tmp_path, scale=5.0)
+    other = Net(scale=0.0, shape=(4, 3))
+    with pytest.raises(CheckpointError, match=r"shape mismatch for world_model/encoder/kernel: checkpoint has \[2, 3\], this run needs \[4, 3\]"):
+        restore_filtered(named_variables([other]), str(tmp_path / "run"), include=["world_model/"])
+    np.testing.assert_array_equal(other.bias.numpy(), 0.0)
+
+
+def test_exact_resume_falls_back_when_the_newest_checkpoint_is_damaged(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    net = Net(1.0)
+    checkpointer = Checkpointer(directory, named_variables([net]))
+    checkpointer.save(1)
+    net.kernel.assign(tf.fill([2, 3], 2.0))
+    newest = checkpointer.save(2)
+    for path in tf.io.gfile.glob(newest + ".data-*"):
+        with open(path, "wb") as file:
+            file.write(b"garbage")
+    restored = Net(0.0)
+    prefix = Checkpointer(directory, named_variables([restored])).restore_latest()
+    assert prefix.endswith("ckpt-1")
+    np.testing.assert_array_equal(restored.kernel.numpy(), 1.0)

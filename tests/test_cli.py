@@ -1,0 +1,135 @@
+"""End-to-end runs of the `planet-sac` commands on the smoke config (in-process, a few seconds each)."""
+
+import json
+import re
+
+import pytest
+import tensorflow as tf
+
+from planet_sac.cli import main
+from planet_sac.episodes.storage import list_episodes
+from tests.conftest import CONFIGS, DATA
+
+SMOKE = str(CONFIGS / "smoke.yaml")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One smoke run of 10 updates, resumed to 20: shared by the tests that only read it."""
+    logdir = str(tmp_path_factory.mktemp("runs") / "smoke")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
+    first_train = list_episodes(f"{logdir}/train_episodes")
+    assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
+    return logdir, first_train
+
+
+def records(logdir):
+    with open(f"{logdir}/metrics.jsonl") as file:
+        return [json.loads(line) for line in file]
+
+
+def test_run_writes_its_outputs(trained):
+    logdir, _ = trained
+    assert tf.io.gfile.exists(f"{logdir}/config.yaml")
+    assert tf.train.latest_checkpoint(f"{logdir}/checkpoints").endswith("ckpt-20")
+    rows = records(logdir)
+    assert all({"step", "env_steps", "phase"} <= row.keys() for row in rows)
+    train_rows = [row for row in rows if row["phase"] == "train" and "loss/total" in row]
+    assert {"loss/state", "loss/reward", "loss/kl", "train/grad_norm", "train/steps_per_second"} <= train_rows[-1].keys()
+    assert any("train/return" in row for row in rows)
+    assert [row["step"] for row in rows if "test/return" in row] == [10, 20]
+
+
+def test_event_files_are_readable(trained):
+    logdir, _ = trained
+    tags = set()
+    for path in tf.io.gfile.glob(f"{logdir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    assert {"loss/total", "loss/kl", "test/return", "train/return", "train/grad_norm"} <= tags
+
+
+def test_resume_continues_and_loses_or_duplicates_nothing(trained):
+    logdir, first_train = trained
+    steps = [row["step"] for row in records(logdir) if row["phase"] == "train"]
+    assert steps == sorted(steps) and steps[-1] == 20  # no step repeated after the resume
+    train_files = list_episodes(f"{logdir}/train_episodes")
+    assert set(first_train) <= set(train_files)  # nothing collected before the stop is lost
+    assert len(train_files) == len(first_train) + 1  # one more episode at step 20, no new seed episodes
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
+    assert reader.get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE") == 20
+    assert reader.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 20
+
+
+def test_resume_with_conflicting_setting_is_refused(trained, capsys):
+    logdir, _ = trained
+    assert main(["train", "--logdir", logdir, "--set", "model.deter_size=32", "--quiet"]) == 2
+    assert "model.deter_size differ" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["random", "cem", "sac", "sac_guided_cem"])
+def test_evaluate_each_policy(trained, policy, capsys):
+    logdir, _ = trained
+    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--policy", policy]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^{policy}\s+-?\d+\.\d", out, re.M), out
+    assert "checkpoint step 20" in out
+
+
+def test_evaluate_writes_a_video(trained, tmp_path):
+    logdir, _ = trained
+    video = tmp_path / "episode.gif"
+    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--policy", "sac", "--video", str(video)]) == 0
+    assert video.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("policy", ["cem", "sac"])
+def test_collect_with_a_trained_policy(trained, tmp_path, policy):
+    logdir, _ = trained
+    outdir = tmp_path / policy
+    assert main(["collect", "--policy", policy, "--checkpoint", logdir, "--episodes", "2", "--outdir", str(outdir)]) == 0
+    assert len(list_episodes(str(outdir))) == 2
+
+
+def test_collect_random_and_bad_arguments(tmp_path, capsys):
+    outdir = str(tmp_path / "random")
+    assert main(["collect", "--task", "gym:Pendulum-v1", "--obs", "state", "--episodes", "2", "--outdir", outdir,
+                 "--time-limit", "20"]) == 0
+    assert [re.search(r"-(\d+)\.npz$", path).group(1) for path in list_episodes(outdir)] == ["20", "20"]
+    assert main(["collect", "--policy", "cem", "--episodes", "1", "--outdir", outdir]) == 2
+    assert "needs --checkpoint" in capsys.readouterr().err
+    assert main(["collect", "--task", "Pendulum-v1", "--episodes", "1", "--outdir", outdir]) == 2
+    assert "gym:Pendulum-v1" in capsys.readouterr().err
+
+
+def test_variables_and_filtered_restore_into_a_new_run(trained, tmp_path, capsys):
+    logdir, _ = trained
+    assert main(["variables", logdir]) == 0
+    listing = capsys.readouterr().out
+    assert "world_model/rssm/gru/gates_kernel" in listing and "sac/actor/out/kernel" in listing
+    new = str(tmp_path / "new_head")
+    assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", logdir, "--include", "world_model/",
+                 "--train-steps", "1", "--set", "schedule.test_episodes=0", "--quiet"]) == 0
+    old = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
+    key = "variables/sac/actor/out/kernel/.ATTRIBUTES/VARIABLE_VALUE"
+    fresh = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{new}/checkpoints"))
+    assert not (old.get_tensor(key) == fresh.get_tensor(key)).all()  # the SAC head started fresh
+    assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "x"), "--restore-from", logdir,
+                 "--include", "nothing_like_this/", "--quiet"]) == 2
+    assert "matches no variable" in capsys.readouterr().err
+
+
+def test_offline_training_from_shipped_data(tmp_path):
+    logdir = str(tmp_path / "offline")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(DATA / "pendulum_state"),
+                 "--train-steps", "5", "--quiet"]) == 0
+    rows = records(logdir)
+    assert rows and all(row["phase"] == "train" for row in rows)
+    assert not tf.io.gfile.exists(f"{logdir}/train_episodes")
+
+
+def test_logdir_that_is_a_file_fails_fast(tmp_path, capsys):
+    path = tmp_path / "file"
+    path.write_text("x")
+    assert main(["train", "--config", SMOKE, "--logdir", str(path), "--quiet"]) == 2
+    assert "is a file" in capsys.readouterr().err

@@ -1,0 +1,323 @@
+"""Streaming replay: chunks, recent/cache passes, new files, caps, bad files, waiting, tf.data."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import itertools
+import logging
+import os
+import time
+
+import numpy as np
+import pytest
+
+from planet_sac.episodes.loader import EpisodeReplay, make_dataset
+from planet_sac.episodes.storage import episode_filename, save_episode
+
+BASE_TIME = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def make_episode(tag: int, length: int = 40, image: int | None = None, state_dim: int = 3, action_dim: int = 1):
+    """Episode whose state column 0 is the step index and column 1 the tag (to identify chunks)."""
+    steps = np.arange(length + 1, dtype=np.float32)
+    state = np.zeros((length + 1, state_dim), np.float32)
+    state[:, 0] = steps
+    state[:, 1 % state_dim] = tag
+    episode = {
+        "state": state,
+        "action": np.full((length + 1, action_dim), 0.5, np.float32),
+        "reward": np.full(length + 1, float(tag), np.float32),
+        "discount": np.ones(length + 1, np.float32),
+    }
+    episode["action"][0] = 0
+    episode["reward"][0] = 0
+    if image:
+        episode["image"] = np.full((length + 1, image, image, 3), tag % 256, np.uint8)
+        episode["image"][:, 0, 0, 0] = np.arange(length + 1) % 256
+    return episode
+
+
+def put(directory, tag: int, length: int = 40, **kwargs) -> str:
+    """Write an episode whose file name sorts by ``tag`` (time stamp = BASE_TIME + tag seconds)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(str(directory), episode_filename(length, now=BASE_TIME + dt.timedelta(seconds=tag)))
+    np.savez_compressed(path, **make_episode(tag, length, **kwargs))
+    return path
+
+
+def tag_of(chunk) -> int:
+    return int(chunk["state"][0, 1])
+
+
+def take(iterator, n):
+    return list(itertools.islice(iterator, n))
+
+
+@pytest.fixture
+def warnings_log():
+    """Warning records of the ``planet_sac`` logger (independent of propagation settings)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("planet_sac")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
+# ------------------------------------------------------------------ chunks
+
+
+def test_chunks_have_right_shapes_dtypes_and_are_consecutive(tmp_path):
+    for tag in range(3):
+        put(tmp_path, tag, length=30, image=8)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=6, seed=0)
+    assert replay.spec.keys == ("image", "state", "action", "reward", "discount")
+    starts = set()
+    for chunk in take(iter(replay), 60):
+        assert chunk["image"].shape == (10, 8, 8, 3) and chunk["image"].dtype == np.uint8
+        assert chunk["state"].shape == (10, 3) and chunk["state"].dtype == np.float32
+        assert chunk["action"].shape == (10, 1) and chunk["action"].dtype == np.float32
+        assert chunk["reward"].shape == (10,) and chunk["discount"].shape == (10,)
+        steps = chunk["state"][:, 0]
+        np.testing.assert_array_equal(steps, steps[0] + np.arange(10))  # consecutive steps
+        np.testing.assert_array_equal(chunk["image"][:, 0, 0, 0], steps.astype(np.uint8))  # keys aligned
+        assert chunk["image"][0, 1, 1, 0] == tag_of(chunk)
+        starts.add(int(steps[0]))
+    assert min(starts) >= 0 and max(starts) <= 31 - 10
+    assert len(starts) > 10  # uniform random starts, not a fixed offset
+    # The cache keeps raw uint8 images: memory = raw bytes of the cached arrays.
+    raw = 3 * 31 * (8 * 8 * 3 + 4 * (3 + 1 + 1 + 1))
+    assert replay.stats["cache_bytes"] == raw
+    with pytest.raises(ValueError):  # chunks are read-only views into the cache
+        chunk["image"][0, 0, 0, 0] = 1
+
+
+def test_same_seed_same_stream(tmp_path):
+    for tag in range(4):
+        put(tmp_path, tag)
+    streams = [take(EpisodeReplay(str(tmp_path), 8, every=5, seed=3).iter_with_info(), 30) for _ in range(2)]
+    assert [info for _, info in streams[0]] == [info for _, info in streams[1]]
+
+
+def test_keys_and_several_directories(tmp_path):
+    put(tmp_path / "a", 1)
+    put(tmp_path / "b", 2)
+    replay = EpisodeReplay([str(tmp_path / "a"), str(tmp_path / "b")], 5, every=4, keys=["state", "reward"], seed=0)
+    chunks = take(iter(replay), 20)
+    assert all(set(chunk) == {"state", "reward"} for chunk in chunks)
+    assert {tag_of(chunk) for chunk in chunks} == {1, 2}
+    with pytest.raises(ValueError, match="unknown keys"):
+        next(iter(EpisodeReplay(str(tmp_path / "a"), 5, keys=["image"])))
+
+
+# ------------------------------------------------------------------ passes
+
+
+def test_new_file_is_picked_up_while_iterating(tmp_path):
+    put(tmp_path, 0)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=4, seed=0)
+    iterator = iter(replay)
+    assert {tag_of(chunk) for chunk in take(iterator, 9)} == {0}
+    save_episode(str(tmp_path), make_episode(7))  # written by a "collector" mid-training
+    tags = [tag_of(chunk) for chunk in take(iterator, 8)]  # covers the next full pass
+    assert 7 in tags
+    assert replay.stats["files_loaded"] == 2
+
+
+def test_recent_and_cache_proportions(tmp_path):
+    for tag in range(3):
+        put(tmp_path, tag)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=5, every=10, seed=1)
+    iterator = replay.iter_with_info()
+
+    # Pass 1: the cache is empty, so only the 3 recent episodes, once each.
+    first = take(iterator, 3)
+    assert [info.source for _, info in first] == ["recent"] * 3
+    assert sorted(tag_of(chunk) for chunk, _ in first) == [0, 1, 2]
+
+    # Pass 2: 4 new files -> each exactly once as recent, the other 6 from the (old) cache.
+    for tag in range(10, 14):
+        put(tmp_path, tag)
+    second = take(iterator, 10)
+    recent = [tag_of(chunk) for chunk, info in second if info.source == "recent"]
+    cached = [tag_of(chunk) for chunk, info in second if info.source == "cache"]
+    assert sorted(recent) == [10, 11, 12, 13]
+    assert len(cached) == 6 and set(cached) <= {0, 1, 2}
+    assert replay.stats["recent_yielded"] == 7 and replay.stats["cache_yielded"] == 6
+    assert replay.stats["cache_episodes"] == 7
+
+    # Pass 3: 8 new files, but only about half a pass (5) is recent; the rest come from the cache of 7.
+    for tag in range(20, 28):
+        put(tmp_path, tag)
+    third = take(iterator, 10)
+    recent = [tag_of(chunk) for chunk, info in third if info.source == "recent"]
+    cached = [tag_of(chunk) for chunk, info in third if info.source == "cache"]
+    assert len(recent) == 5 and len(set(recent)) == 5 and set(recent) <= set(range(20, 28))
+    assert len(cached) == 5 and set(cached) <= {0, 1, 2, 10, 11, 12, 13}
+    assert replay.stats["cache_episodes"] == 15  # unyielded recent episodes still join the cache
+
+    # Pass 4: nothing new -> the whole pass is sampled from the cache, new episodes included.
+    fourth = take(iterator, 200)
+    assert all(info.source == "cache" for _, info in fourth)
+    assert {tag_of(chunk) for chunk, _ in fourth} == {0, 1, 2, 10, 11, 12, 13, *range(20, 28)}
+    assert replay.stats["recent_yielded"] == 12
+    assert replay.stats["files_loaded"] == 15
+    assert replay.stats["scans"] >= 4
+
+
+def test_max_episodes_drops_the_oldest(tmp_path):
+    for tag in range(3):
+        put(tmp_path, tag)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=5, every=4, max_episodes=3, seed=0)
+    iterator = iter(replay)
+    take(iterator, 3)
+    put(tmp_path, 3)
+    put(tmp_path, 4)
+    take(iterator, 4)  # the pass that merges 3 and 4 into the cache
+    assert replay.stats["cache_episodes"] == 3 and replay.stats["cache_dropped"] == 2
+    later = {tag_of(chunk) for chunk in take(iterator, 100)}
+    assert later == {2, 3, 4}
+    assert len(os.listdir(tmp_path)) == 5  # dropped episodes stay on disk
+
+
+def test_max_episodes_never_loads_files_it_would_drop(tmp_path):
+    for tag in range(10):
+        put(tmp_path, tag)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=5, every=8, max_episodes=4, seed=0)
+    tags = {tag_of(chunk) for chunk in take(iter(replay), 100)}
+    assert tags == {6, 7, 8, 9}
+    assert replay.stats["files_loaded"] == 4 and replay.stats["files_ignored"] == 6
+
+
+# ------------------------------------------------------------------ bad and short files
+
+
+def write_bad_files(directory) -> dict[str, str]:
+    """One file of each bad kind, named after the good ones; returns {reason: path}."""
+    good = put(directory, 1000, length=30)
+    data = open(good, "rb").read()
+    bad = {}
+
+    def name(tag):
+        return os.path.join(str(directory), episode_filename(30, now=BASE_TIME + dt.timedelta(seconds=2000 + tag)))
+
+    bad["not a zip/npz file"] = name(1)
+    open(bad["not a zip/npz file"], "wb").write(data[: len(data) // 2])  # truncated
+    bad["empty file"] = name(2)
+    open(bad["empty file"], "wb").close()
+    bad["object arrays are not allowed"] = name(3)
+    episode = make_episode(3, 30)
+    episode["reward"] = np.array([None] * 31, dtype=object)
+    np.savez(bad["object arrays are not allowed"], **episode)
+    bad["missing key"] = name(4)
+    episode = make_episode(4, 30)
+    del episode["action"]
+    np.savez_compressed(bad["missing key"], **episode)
+    bad["wrong dtype"] = name(5)
+    np.savez_compressed(bad["wrong dtype"], **dict(make_episode(5, 30), action=np.zeros((31, 1), np.int64)))
+    bad["non-finite values"] = name(6)
+    episode = make_episode(6, 30)
+    episode["reward"][4] = np.nan
+    np.savez_compressed(bad["non-finite values"], **episode)
+    bad["spec mismatch"] = name(7)
+    np.savez_compressed(bad["spec mismatch"], **make_episode(7, 30, state_dim=5))
+    return bad
+
+
+def test_bad_files_are_skipped_once_while_good_chunks_flow(tmp_path, warnings_log):
+    put(tmp_path, 0)
+    bad = write_bad_files(tmp_path)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=5, seed=0)
+    iterator = iter(replay)
+    tags = [tag_of(chunk) for chunk in take(iterator, 30)]
+    text_file = os.path.join(str(tmp_path), "zz-notes.npz")
+    with open(text_file, "w") as file:  # a bad file that shows up later
+        file.write("hello")
+    tags += [tag_of(chunk) for chunk in take(iterator, 30)]
+
+    assert set(tags) == {0, 1000}
+    assert replay.stats["files_skipped"] == len(bad) + 1
+    expected = collections.Counter(bad.keys())
+    expected["not a zip/npz file"] += 1
+    assert replay.stats["skipped_reasons"] == expected
+    assert replay.stats["scans"] > 5  # rescanned many times, yet warned only once per file
+    messages = [record.getMessage() for record in warnings_log]
+    assert len(messages) == len(bad) + 1
+    for reason, path in [*bad.items(), ("not a zip/npz file", text_file)]:
+        assert sum(path in message and reason in message for message in messages) == 1, reason
+
+
+def test_too_short_episodes_are_skipped_with_one_warning(tmp_path, warnings_log):
+    short = put(tmp_path, 0, length=20)  # 21 steps
+    put(tmp_path, 1, length=29)  # 30 steps: exactly one chunk
+    put(tmp_path, 2, length=60)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=30, every=4, seed=0)
+    chunks = take(iter(replay), 40)
+    assert {tag_of(chunk) for chunk in chunks} == {1, 2}
+    assert all(chunk["state"][0, 0] == 0 for chunk in chunks if tag_of(chunk) == 1)
+    assert replay.stats["too_short_skipped"] == 1 and replay.stats["files_skipped"] == 0
+    assert len(warnings_log) == 1 and short in warnings_log[0].getMessage()
+    assert "too short" in warnings_log[0].getMessage()
+    assert os.path.exists(short)
+
+
+# ------------------------------------------------------------------ waiting
+
+
+def test_empty_directory_raises_clear_error_after_wait(tmp_path):
+    replay = EpisodeReplay(str(tmp_path / "nothing"), chunk_length=10, wait_seconds=0.5, poll_seconds=0.1)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError) as info:
+        next(iter(replay))
+    elapsed = time.monotonic() - start
+    assert 0.4 <= elapsed < 3
+    message = str(info.value)
+    assert message.startswith(f"No usable episodes in {tmp_path / 'nothing'} after 0.5s (0 files skipped")
+    assert f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {tmp_path / 'nothing'}" in message
+
+
+def test_error_lists_skip_reasons(tmp_path):
+    (tmp_path / "a.npz").write_text("nope")
+    put(tmp_path, 1, length=5)
+    with pytest.raises(TimeoutError) as info:
+        make_dataset(str(tmp_path), batch_size=2, chunk_length=10, wait_seconds=0.2)
+    message = str(info.value)
+    assert "(2 files skipped:" in message
+    assert "1 not a zip/npz file" in message and "1 shorter than chunk_length 10" in message
+
+
+def test_waits_for_first_episode(tmp_path):
+    import threading
+
+    timer = threading.Timer(0.3, lambda: save_episode(str(tmp_path), make_episode(5)))
+    timer.start()
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, wait_seconds=10, poll_seconds=0.05)
+    assert tag_of(next(iter(replay))) == 5
+    timer.join()
+
+
+# ------------------------------------------------------------------ tf.data
+
+
+def test_make_dataset_batches(tmp_path):
+    import tensorflow as tf
+
+    for tag in range(3):
+        put(tmp_path, tag, length=30, image=64)
+    dataset, replay = make_dataset(str(tmp_path), batch_size=4, chunk_length=12, every=5, seed=0)
+    assert dataset.element_spec["image"] == tf.TensorSpec((4, 12, 64, 64, 3), tf.uint8)
+    batches = list(dataset.take(3))
+    for batch in batches:
+        assert batch["image"].shape == (4, 12, 64, 64, 3) and batch["image"].dtype == tf.uint8
+        assert batch["state"].shape == (4, 12, 3) and batch["state"].dtype == tf.float32
+        assert batch["action"].shape == (4, 12, 1) and batch["action"].dtype == tf.float32
+        assert batch["reward"].shape == (4, 12) and batch["discount"].shape == (4, 12)
+        steps = batch["state"].numpy()[:, :, 0]
+        np.testing.assert_array_equal(np.diff(steps, axis=1), 1)
+    assert replay.stats["recent_yielded"] + replay.stats["cache_yielded"] >= 12
+
+    subset, _ = make_dataset(str(tmp_path), batch_size=2, chunk_length=5, keys=("image", "action"), seed=0)
+    batch = next(iter(subset))
+    assert set(batch) == {"image", "action"} and batch["image"].shape == (2, 5, 64, 64, 3)

@@ -133,3 +133,23 @@ def test_logdir_that_is_a_file_fails_fast(tmp_path, capsys):
     path.write_text("x")
     assert main(["train", "--config", SMOKE, "--logdir", str(path), "--quiet"]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_offline_image_training_writes_open_loop_video_summary(tmp_path):
+    logdir = str(tmp_path / "pixels")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(DATA / "cartpole_swingup_image"),
+                 "--set", "env.obs=image", "--set", "model.cnn_depth=4", "--set", "data.batch_size=2",
+                 "--set", "schedule.video_every=2", "--set", "schedule.log_every=1", "--train-steps", "2", "--quiet"]) == 0
+    images = []
+    for path in tf.io.gfile.glob(f"{logdir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            images += [value for value in event.summary.value if value.tag.startswith("open_loop/")]
+    assert images, "no open-loop prediction summary"
+    rows = records(logdir)
+    assert any("loss/image" in row for row in rows) and any("model/open_loop_mse" in row for row in rows)
+
+
+def test_offline_data_with_other_observations_is_a_clear_error(tmp_path, capsys):
+    assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "x"), "--offline-data",
+                 str(DATA / "cartpole_swingup_image"), "--quiet"]) == 2
+    assert "env.obs=state" in capsys.readouterr().err

@@ -288,6 +288,7 @@ class Trainer:
         batches = iter(dataset)
         step = int(self.counters.step.numpy())
         last: dict = {}
+        metrics = None
         bar = tqdm(total=total, initial=min(step, total), disable=not self.progress, unit="step", dynamic_ncols=True)
         window_start, window_steps = time.perf_counter(), 0
         with _graceful_stop(self._stop):
@@ -332,6 +333,8 @@ class Trainer:
                 if step % schedule.checkpoint_every == 0:
                     self.checkpointer.save(step)
         bar.close()
+        if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
+            last = self._log({key: float(value) for key, value in metrics.items()}, TRAIN)
         self.checkpointer.save(int(self.counters.step.numpy()))
         self.logger.flush()
         return last

@@ -1,0 +1,99 @@
+"""Learning curves: train a config for a budget of environment steps, write CSV + PNG, evaluate.
+
+Usage:
+    .venv/bin/python bench/learning.py --config configs/pendulum.yaml --env-steps 4000 \
+        --policy cem --out bench/results/pendulum_cem [--set key=value ...] [--eval-episodes 10]
+
+`--policy` chooses the policy that collects (train phase) and is tested (test phase).
+The run's logdir is OUT/run; the curve is OUT/curve.csv and OUT/curve.png (env steps
+vs episode return, training episodes and test-phase evaluations), and the final
+evaluation of random, CEM and SAC policies goes to OUT/evaluation.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+
+from planet_sac.config import POLICIES, load_config
+from planet_sac.envs import make_env
+from planet_sac.evaluation import evaluate
+from planet_sac.training.trainer import train
+
+
+def curve_rows(logdir: str) -> list[dict]:
+    rows = []
+    with open(os.path.join(logdir, "metrics.jsonl")) as file:
+        for line in file:
+            record = json.loads(line)
+            for kind in ("train", "test"):
+                value = record.get(f"{kind}/return")
+                if value is not None:
+                    rows.append({"env_steps": record["env_steps"], "step": record["step"], "kind": kind, "return": value})
+    return rows
+
+
+def plot(rows: list[dict], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for kind, style in (("train", "o-"), ("test", "s--")):
+        points = [(row["env_steps"], row["return"]) for row in rows if row["kind"] == kind]
+        if points:
+            axis.plot(*zip(*points), style, label=f"{kind} episodes", markersize=3)
+    axis.set_xlabel("environment steps")
+    axis.set_ylabel("episode return")
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--env-steps", type=int, required=True, help="budget of environment steps (after action repeat)")
+    parser.add_argument("--policy", choices=POLICIES, default="cem")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--set", action="append", default=[])
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--eval-policies", nargs="+", default=["random", "cem", "sac"])
+    args = parser.parse_args()
+
+    config = load_config(args.config, args.set + [f"policy.train={args.policy}", f"policy.test={args.policy}"])
+    env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, 0, config.env.image_size)
+    steps_per_episode = env.max_episode_steps * config.env.action_repeat
+    env.close()
+    episodes = math.ceil(args.env_steps / steps_per_episode)
+    train_steps = max(1, episodes - config.data.seed_episodes) * config.schedule.collect_every
+    logdir = os.path.join(args.out, "run")
+    os.makedirs(args.out, exist_ok=True)
+    print(f"{episodes} episodes of {steps_per_episode} env steps: {train_steps} updates")
+    train(config, logdir, train_steps=train_steps)
+
+    rows = curve_rows(logdir)
+    with open(os.path.join(args.out, "curve.csv"), "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=["env_steps", "step", "kind", "return"])
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, os.path.join(args.out, "curve.png"), f"{config.env.task} ({config.env.obs}), {args.policy}")
+
+    results = {}
+    for policy in args.eval_policies:
+        result = evaluate(logdir, args.eval_episodes, policy)
+        results[policy] = {key: result[key] for key in ("mean", "std", "min", "max")}
+        print(f"{policy:<16} mean {result['mean']:8.1f}  std {result['std']:7.1f}  min {result['min']:8.1f}  max {result['max']:8.1f}")
+    with open(os.path.join(args.out, "evaluation.json"), "w") as file:
+        json.dump({"config": args.config, "env_steps": args.env_steps, "policy": args.policy, "set": args.set,
+                   "evaluation": results}, file, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,17 @@
-"""planet_sac: PlaNet world models with CEM planning and a Soft Actor-Critic head, in TensorFlow 2."""
+"""planet_sac: PlaNet world models with CEM planning and a Soft Actor-Critic head, in TensorFlow 2.
+
+The public API, importable from the package root:
+
+    load_config(path, overrides)   typed, validated config (configs/*.yaml + "section.key=value")
+    make_env(task, obs, ...)       gym:<id> or dmc:<domain>-<task> with dict observations
+    train(config, logdir, ...)     train or resume a run; offline_data= trains from episodes only
+    evaluate(logdir, episodes, policy)
+    collect_with_policy(outdir, episodes, policy, checkpoint, ...)
+    make_dataset(directory, batch_size, chunk_length, ...)   streaming replay as tf.data
+
+Attributes are imported lazily: the environment worker processes import this package
+and must not load TensorFlow (it breaks MuJoCo's headless renderer in the same process).
+"""
 
 import os as _os
 
@@ -6,3 +19,28 @@ _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _os.environ.setdefault("MUJOCO_GL", "egl")
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Config": "planet_sac.config",
+    "ConfigError": "planet_sac.config",
+    "load_config": "planet_sac.config",
+    "make_env": "planet_sac.envs",
+    "train": "planet_sac.training.trainer",
+    "Trainer": "planet_sac.training.trainer",
+    "evaluate": "planet_sac.evaluation",
+    "collect_with_policy": "planet_sac.evaluation",
+    "make_dataset": "planet_sac.episodes.loader",
+    "EpisodeReplay": "planet_sac.episodes.loader",
+    "save_episode": "planet_sac.episodes.storage",
+    "load_episode": "planet_sac.episodes.storage",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'planet_sac' has no attribute {name!r}")

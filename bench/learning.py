@@ -21,18 +21,17 @@ import os
 from planet_sac.config import POLICIES, load_config
 from planet_sac.envs import make_env
 from planet_sac.evaluation import evaluate
+from planet_sac.training.logger import read_metrics
 from planet_sac.training.trainer import train
 
 
 def curve_rows(logdir: str) -> list[dict]:
     rows = []
-    with open(os.path.join(logdir, "metrics.jsonl")) as file:
-        for line in file:
-            record = json.loads(line)
-            for kind in ("train", "test"):
-                value = record.get(f"{kind}/return")
-                if value is not None:
-                    rows.append({"env_steps": record["env_steps"], "step": record["step"], "kind": kind, "return": value})
+    for record in read_metrics(os.path.join(logdir, "metrics.jsonl")):
+        for kind in ("train", "test"):
+            value = record.get(f"{kind}/return")
+            if value is not None:
+                rows.append({"env_steps": record["env_steps"], "step": record["step"], "kind": kind, "return": value})
     return rows
 
 

@@ -100,7 +100,7 @@ def collect_episodes(
     ``{"path": str, "length": int, "return": float}`` with ``length`` the number of actions.
     """
     summaries = []
-    with tqdm(total=num_episodes, unit="episode", disable=not progress) as bar:
+    with tqdm(total=num_episodes, unit="episode", disable=None if progress else True) as bar:  # None: off when not a terminal
         for index in range(num_episodes):
             episode = run_episode(env, agent, training, seed=seed if index == 0 else None)
             path = save_episode(outdir, episode)

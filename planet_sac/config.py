@@ -272,8 +272,10 @@ def save_config(config: Config, path: str) -> None:
     import tensorflow as tf
 
     text = yaml.safe_dump(config.to_dict(), sort_keys=False)
-    with tf.io.gfile.GFile(path, "w") as file:
+    temp = f"{path}.tmp"
+    with tf.io.gfile.GFile(temp, "w") as file:
         file.write(text)
+    tf.io.gfile.rename(temp, path, overwrite=True)  # atomic: a kill never leaves half a config
 
 
 def read_config_file(path: str) -> Config:

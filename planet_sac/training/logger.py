@@ -1,4 +1,8 @@
-"""Run outputs: `metrics.jsonl` (one JSON object per log step) and TensorBoard events."""
+"""Run outputs: `metrics.jsonl` (one JSON object per log step) and TensorBoard events.
+
+`read_metrics` skips lines that are not complete JSON (a run killed mid-write), so
+readers never fail on a partial record.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,19 @@ class Logger:
         self.logdir = logdir
         self.writer = tf.summary.create_file_writer(logdir)
         self.metrics_path = f"{logdir}/metrics.jsonl"
+        self._end_partial_line()
+
+    def _end_partial_line(self) -> None:
+        """A run killed mid-write leaves a partial last line; end it so new records stay parseable."""
+        if not tf.io.gfile.exists(self.metrics_path):
+            return
+        with tf.io.gfile.GFile(self.metrics_path, "rb") as file:
+            size = file.size()
+            if size:
+                file.seek(size - 1)
+                if file.read(1) != b"\n":
+                    with tf.io.gfile.GFile(self.metrics_path, "a") as append:
+                        append.write("\n")
 
     def scalars(self, step: int, values: Mapping[str, float], **fields: object) -> dict:
         """Logs `values` at `step`; `fields` (env_steps, phase, ...) go into the JSON line only."""
@@ -46,3 +63,15 @@ class Logger:
 def _to_float(value: object) -> float | None:
     number = float(np.asarray(value))
     return number if math.isfinite(number) else None
+
+
+def read_metrics(path: str) -> list[dict]:
+    """The records of a metrics.jsonl file, skipping any incomplete line."""
+    records = []
+    with tf.io.gfile.GFile(path, "r") as file:
+        for line in file:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records

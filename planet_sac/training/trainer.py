@@ -289,7 +289,8 @@ class Trainer:
         step = int(self.counters.step.numpy())
         last: dict = {}
         metrics = None
-        bar = tqdm(total=total, initial=min(step, total), disable=not self.progress, unit="step", dynamic_ncols=True)
+        bar = tqdm(total=total, initial=min(step, total), disable=None if self.progress else True,
+                   unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window_start, window_steps = time.perf_counter(), 0
         with _graceful_stop(self._stop):
             while not self._stop.is_set():
@@ -330,8 +331,8 @@ class Trainer:
                                     sps=f"{values['train/steps_per_second']:.1f}")
                 if step % schedule.video_every == 0:
                     self.log_open_loop(next(batches))
-                if step % schedule.checkpoint_every == 0:
-                    self.checkpointer.save(step)
+                if step % schedule.checkpoint_every == 0 and int(self.learner.consecutive_skips.numpy()) == 0:
+                    self.checkpointer.save(step)  # only after a good update: the last checkpoint is always a good one
         bar.close()
         if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
             last = self._log({key: float(value) for key, value in metrics.items()}, TRAIN)

@@ -45,3 +45,12 @@ def test_free_nats_floor_and_overshooting_term():
     loss, metrics, _ = model.loss(batch, model.sample_noise(rng, 2, 6))
     assert metrics["loss/kl"] < 100.0  # raw KL is reported; the loss uses the floor
     np.testing.assert_allclose(loss, metrics["loss/state"] + metrics["loss/reward"] + 100.0 + 100.0, rtol=1e-5)
+
+
+def test_transposed_conv_from_1x1_equals_tensorflows_op():
+    from planet_sac.models.networks import Conv2DTranspose
+
+    layer = Conv2DTranspose(16, 8, 5, 2, None, name="deconv_test")
+    x = tf.random.normal([3, 1, 1, 16], seed=0)
+    expected = tf.nn.conv2d_transpose(x, layer.kernel, [3, 5, 5, 8], 2, "VALID") + layer.bias
+    np.testing.assert_allclose(layer(x).numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)

@@ -107,7 +107,15 @@ class Conv2DTranspose(tf.Module):
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         batch = tf.shape(x)[0]
         size = self.output_size(x.shape[1])
-        y = tf.nn.conv2d_transpose(x, self.kernel, [batch, size, size, self.out_channels], self.stride, "VALID") + self.bias
+        if x.shape[1] == 1 and x.shape[2] == 1:
+            # From a 1x1 input the transposed convolution is exactly a matmul, and TensorFlow's CPU kernel
+            # for this case is ~100x slower than one (16 s vs 0.1 s for PlaNet's first decoder layer at 800 images).
+            k, out_channels, in_channels = self.kernel_size, self.out_channels, x.shape[3]
+            weights = tf.transpose(tf.reshape(self.kernel, [k * k * out_channels, in_channels]))
+            y = tf.reshape(tf.matmul(tf.reshape(x, [-1, in_channels]), weights), [batch, k, k, out_channels])
+        else:
+            y = tf.nn.conv2d_transpose(x, self.kernel, [batch, size, size, self.out_channels], self.stride, "VALID")
+        y = y + self.bias
         return self.activation(y) if self.activation else y
 
 

@@ -60,13 +60,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     logging.getLogger("planet_sac").setLevel(logging.INFO)
+    import tensorflow as tf
+
     from planet_sac.episodes.storage import BadEpisodeError
     from planet_sac.training.checkpoints import CheckpointError
     from planet_sac.training.trainer import NonFiniteError
 
     try:
         return {"train": _train, "collect": _collect, "evaluate": _evaluate, "variables": _variables}[args.command](args)
-    except (ConfigError, CheckpointError, BadEpisodeError, NonFiniteError, ValueError, FileNotFoundError, TimeoutError) as error:
+    except (ConfigError, CheckpointError, BadEpisodeError, NonFiniteError, ValueError, OSError, TimeoutError,
+            tf.errors.OpError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
         print(f"planet-sac {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -98,6 +101,9 @@ def _collect(args: argparse.Namespace) -> int:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
     if args.policy != "random" and not args.checkpoint:
         raise ConfigError(f"--policy {args.policy} needs --checkpoint LOGDIR of a trained run")
+    from planet_sac.training.trainer import prepare_logdir
+
+    prepare_logdir(args.outdir, "--outdir")
     summaries = collect_with_policy(args.outdir, args.episodes, args.policy, args.checkpoint, task=args.task, obs=args.obs,
                                     action_repeat=args.action_repeat, time_limit=args.time_limit, seed=args.seed,
                                     overrides=args.set)
@@ -107,10 +113,11 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from planet_sac.evaluation import evaluate
+    from planet_sac.evaluation import check_run, evaluate
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
+    check_run(args.logdir, args.video)
     print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episodes, {args.logdir})")
     for index, policy in enumerate(args.policy):
         video = args.video if index == 0 else None

@@ -301,7 +301,7 @@ def diff(a: Config, b: Config) -> list[str]:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.exists():
-        raise ConfigError(f"config file {path} does not exist (ship configs live in configs/*.yaml)")
+        raise ConfigError(f"config file {path} does not exist (the shipped configs are in configs/*.yaml)")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:

@@ -23,7 +23,19 @@ def find_run_config(checkpoint: str) -> Config:
         if tf.io.gfile.exists(f"{path}/config.yaml"):
             return read_config_file(f"{path}/config.yaml")
         path = posixpath.dirname(path)
-    raise ConfigError(f"no config.yaml found next to {checkpoint}; pass the run's logdir")
+    raise ConfigError(f"{checkpoint} is not a training run (it has no config.yaml); pass the --logdir of a run")
+
+
+def check_run(logdir: str, video: str | None = None) -> None:
+    """Fails fast, before any episode runs, if `logdir` has no usable run or `video` cannot be written."""
+    find_run_config(logdir)
+    resolve(logdir)
+    if video:
+        if not video.endswith((".mp4", ".gif")):
+            raise ConfigError(f"--video {video}: the file name must end in .mp4 or .gif")
+        folder = posixpath.dirname(video) or "."
+        if not tf.io.gfile.isdir(folder):
+            raise ConfigError(f"--video {video}: the folder {folder} does not exist")
 
 
 def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0) -> tuple[Config, Agent, gymnasium.Env, int]:
@@ -61,15 +73,14 @@ class _RecordFrames(gymnasium.Wrapper):
 def evaluate(logdir: str, episodes: int, policy: str, seed: int = 12345, video: str | None = None,
              overrides: Sequence[str] = ()) -> dict:
     """Runs `episodes` test-phase episodes with `policy`; returns mean/std/min/max return."""
-    if video and not video.endswith((".mp4", ".gif")):
-        raise ConfigError(f"--video {video}: the file name must end in .mp4 or .gif")
+    check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
     agent.policy.set_policies(test=policy)
     recorder = _RecordFrames(env) if video else env
     actor = agent.actor(TEST)
     returns = []
     for index in range(episodes):
-        episode = collect.run_episode(recorder, actor, training=False, seed=seed + index if index == 0 else None)
+        episode = collect.run_episode(recorder, actor, training=False, seed=seed if index == 0 else None)
         returns.append(float(episode["reward"].sum()))
         if video and index == 0:
             write_video(video, recorder.frames)

@@ -64,7 +64,7 @@ def test_resume_continues_and_loses_or_duplicates_nothing(trained):
 def test_resume_with_conflicting_setting_is_refused(trained, capsys):
     logdir, _ = trained
     assert main(["train", "--logdir", logdir, "--set", "model.deter_size=32", "--quiet"]) == 2
-    assert "model.deter_size differ" in capsys.readouterr().err
+    assert "changed: model.deter_size" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("policy", ["random", "cem", "sac", "sac_guided_cem"])

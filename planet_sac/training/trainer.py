@@ -126,16 +126,16 @@ def resolve_run_config(logdir: str, config_path: str | None = None, overrides: S
     changed = diff(saved, requested)
     if changed and not force:
         raise ConfigError(
-            f"{logdir} was started with another config ({', '.join(changed[:5])} differ); "
+            f"{logdir} was started with another config (changed: {', '.join(changed[:5])}); "
             "drop the conflicting --set/--config, use a new --logdir, or pass --force"
         )
     return requested if changed else saved
 
 
-def prepare_logdir(logdir: str) -> None:
-    """Creates the logdir, failing early with a clear message if it cannot be used."""
+def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
+    """Creates the directory, failing early with a clear message if it cannot be used."""
     if tf.io.gfile.exists(logdir) and not tf.io.gfile.isdir(logdir):
-        raise ConfigError(f"--logdir {logdir} is a file, not a directory; choose another path")
+        raise ConfigError(f"{flag} {logdir} is a file, not a directory; choose another path")
     try:
         tf.io.gfile.makedirs(logdir)
         probe = f"{logdir}/.write_test"
@@ -143,7 +143,7 @@ def prepare_logdir(logdir: str) -> None:
             file.write("ok")
         tf.io.gfile.remove(probe)
     except (tf.errors.OpError, OSError) as error:
-        raise ConfigError(f"--logdir {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
+        raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -160,17 +160,18 @@ class Trainer:
         if tf.io.gfile.exists(saved_path) and not force:
             changed = diff(read_config_file(saved_path), config)
             if changed:
-                raise ConfigError(f"{self.logdir} was started with another config ({', '.join(changed[:5])} differ); "
+                raise ConfigError(f"{self.logdir} was started with another config (changed: {', '.join(changed[:5])}); "
                                   "use a new logdir or pass force=True / --force")
         self.offline = offline_data is not None
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
         prepare_logdir(self.logdir)
-        save_config(config, f"{self.logdir}/config.yaml")
 
         self.env = self.test_env = None
         if self.offline:
+            if not tf.io.gfile.isdir(self.train_dir):
+                raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
             replay = EpisodeReplay(self.train_dir, config.data.chunk_length, wait_seconds=config.data.wait_seconds)
             shapes = replay.spec.step_shapes()
             if config.env.obs not in shapes:
@@ -212,6 +213,8 @@ class Trainer:
         else:
             message = "started from scratch"
         self._sync_episode_counters()
+        # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
+        save_config(self.config, f"{self.logdir}/config.yaml")
         log.info(message)
         return message
 

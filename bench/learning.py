@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--eval-policies", nargs="+", default=["random", "cem", "sac"])
+    parser.add_argument("--plot-only", action="store_true", help="only redraw the curve of an existing OUT/run (e.g. a stopped run)")
     args = parser.parse_args()
 
     config = load_config(args.config, args.set + [f"policy.train={args.policy}", f"policy.test={args.policy}"])
@@ -74,8 +75,9 @@ def main() -> None:
     train_steps = max(1, episodes - config.data.seed_episodes) * config.schedule.collect_every
     logdir = os.path.join(args.out, "run")
     os.makedirs(args.out, exist_ok=True)
-    print(f"{episodes} episodes of {steps_per_episode} env steps: {train_steps} updates")
-    train(config, logdir, train_steps=train_steps)
+    if not args.plot_only:
+        print(f"{episodes} episodes of {steps_per_episode} env steps: {train_steps} updates")
+        train(config, logdir, train_steps=train_steps)
 
     rows = curve_rows(logdir)
     with open(os.path.join(args.out, "curve.csv"), "w", newline="") as file:
@@ -83,6 +85,8 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, os.path.join(args.out, "curve.png"), f"{config.env.task} ({config.env.obs}), {args.policy}")
+    if args.plot_only:
+        return
 
     results = {}
     for policy in args.eval_policies:

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import planet_sac  # noqa: F401  (first: sets TensorFlow's CPU options before tensorflow is imported)
+
 import numpy as np
 import tensorflow as tf
 
@@ -59,15 +61,17 @@ def time_update(batch: int, length: int, reps: int, jit: bool, sac_updates: int 
 
 
 def profile_parts(batch: int, length: int, reps: int) -> dict[str, float]:
-    """Forward + backward time of each part of the model, and of the optimizer step alone."""
+    """Forward + backward time of each part of the model, and of the optimizer step alone.
+
+    Inputs are variables, so graph optimisations cannot fold any part away.
+    """
     config = Config()
     model = WorldModel(config.model, "image", (64, 64, 3), 6)
     learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, 6))
-    data = image_batch(batch, length, 6)
-    images = tf.constant(model.preprocess(data["image"]))
-    actions = tf.constant(data["action"])
-    embed = tf.random.normal([batch, length, model.encoder.embed_size])
-    features = tf.random.normal([batch, length, model.rssm.feature_size])
+    images = tf.Variable(tf.random.uniform([batch * length, 64, 64, 3], -0.5, 0.5))
+    actions = tf.Variable(tf.random.uniform([batch, length, 6], -1, 1))
+    embed = tf.Variable(tf.random.normal([batch, length, model.encoder.embed_size]))
+    features = tf.Variable(tf.random.normal([batch * length, model.rssm.feature_size]))
     noise = tf.random.normal([batch, length, model.rssm.stoch_size])
 
     def grad_of(module, fn):

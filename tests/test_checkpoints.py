@@ -84,3 +84,18 @@ def test_exact_resume_falls_back_when_the_newest_checkpoint_is_damaged(tmp_path)
     prefix = Checkpointer(directory, named_variables([restored])).restore_latest()
     assert prefix.endswith("ckpt-1")
     np.testing.assert_array_equal(restored.kernel.numpy(), 1.0)
+
+
+def test_missing_shard_falls_back_and_all_damaged_is_a_clear_error(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    net = Net(1.0)
+    checkpointer = Checkpointer(directory, named_variables([net]))
+    first = checkpointer.save(1)
+    second = checkpointer.save(2)
+    for path in tf.io.gfile.glob(second + ".data-*"):
+        tf.io.gfile.remove(path)
+    assert Checkpointer(directory, named_variables([Net(0.0)])).restore_latest() == first
+    for path in tf.io.gfile.glob(first + ".data-*"):
+        tf.io.gfile.remove(path)
+    with pytest.raises(CheckpointError, match="no readable checkpoint"):
+        Checkpointer(directory, named_variables([Net(0.0)])).restore_latest()

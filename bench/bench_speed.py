@@ -78,8 +78,8 @@ def profile_parts(batch: int, length: int, reps: int) -> dict[str, float]:
         @tf.function
         def step():
             with tf.GradientTape() as tape:
-                out = fn()
-            grads = tape.gradient(tf.reduce_sum(out), module.trainable_variables)
+                total = tf.reduce_sum(fn())
+            grads = tape.gradient(total, module.trainable_variables)
             return tf.linalg.global_norm([g for g in grads if g is not None])
         return lambda: step().numpy()
 

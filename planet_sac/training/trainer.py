@@ -30,8 +30,8 @@ from planet_sac.config import Config, ConfigError, apply_overrides, diff, load_c
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
 from planet_sac.envs import make_env
-from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import list_episodes
+from planet_sac.episodes.loader import make_dataset
+from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.training.learner import Learner
@@ -107,6 +107,16 @@ def episode_stats(directory: str) -> tuple[int, int]:
     return len(paths), steps
 
 
+def first_episode_spec(directory: str) -> EpisodeSpec:
+    """Shapes and dtypes of the first readable episode in `directory` (reads one file, not all)."""
+    for path in list_episodes(directory):
+        try:
+            return EpisodeSpec.from_episode(load_episode(path))
+        except BadEpisodeError:
+            continue
+    raise ConfigError(f"{directory} holds no readable episode (.npz); collect some with: planet-sac collect ... --outdir {directory}")
+
+
 # ----------------------------------------------------------------------------- run config
 
 
@@ -172,12 +182,12 @@ class Trainer:
         if self.offline:
             if not tf.io.gfile.isdir(self.train_dir):
                 raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
-            replay = EpisodeReplay(self.train_dir, config.data.chunk_length, wait_seconds=config.data.wait_seconds)
-            shapes = replay.spec.step_shapes()
+            spec = first_episode_spec(self.train_dir)
+            shapes = spec.step_shapes()
             if config.env.obs not in shapes:
-                raise ConfigError(f"{self.train_dir} holds {', '.join(replay.spec.keys[:-3])} observations but "
+                raise ConfigError(f"{self.train_dir} holds {', '.join(spec.keys[:-3])} observations but "
                                   f"env.obs={config.env.obs}; pass --set env.obs=... to match the data")
-            obs_shape, action_size = shapes[config.env.obs], replay.spec.action_dim
+            obs_shape, action_size = shapes[config.env.obs], spec.action_dim
         else:
             self.env = self._make_env(config.env.seed)
             obs_shape = self.env.observation_space[config.env.obs].shape

@@ -4,8 +4,9 @@ Usage:
     .venv/bin/python bench/kill_resume.py --kills 50 --logdir /tmp/kill_run [--seed 0]
 
 Each cycle starts `planet-sac train` on the smoke config (checkpoints every 2 updates,
-so kills land during collection, gradient steps and checkpoint writes), waits a random
-time, snapshots the complete episode files, and kills the process with SIGKILL. The next
+an episode every 3), and kills it with SIGKILL: one cycle in five during start-up, the
+others a random 0-3 s after the run has written a new checkpoint, so kills land during
+collection, gradient steps and checkpoint writes. The next
 cycle resumes the same logdir. After each kill: every snapshotted episode is still there
 exactly once and loads, no episode file is partial, and the checkpointed step never goes
 backwards. At the end a last resume must finish cleanly and its checkpoint must load.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -26,12 +28,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def checkpoint_step(logdir: str) -> int:
-    import tensorflow as tf
-
-    prefix = tf.train.latest_checkpoint(f"{logdir}/checkpoints")
-    if prefix is None:
+    """The step of the latest checkpoint, read from the checkpoint state file (-1 if none)."""
+    try:
+        text = Path(logdir, "checkpoints", "checkpoint").read_text()
+    except FileNotFoundError:
         return -1
-    return int(tf.train.load_checkpoint(prefix).get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE"))
+    match = re.search(r'^model_checkpoint_path: ".*ckpt-(\d+)"', text, re.M)
+    return int(match.group(1)) if match else -1
+
+
+def wait_for_checkpoint_after(logdir: str, step: int, process: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Waits until the run has written a checkpoint newer than `step`, i.e. it is training."""
+    deadline = time.monotonic() + timeout
+    while checkpoint_step(logdir) <= step:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the run made no progress past step {step} (exit status {process.poll()})")
+        time.sleep(0.2)
 
 
 def complete_episodes(logdir: str) -> set[str]:
@@ -54,7 +66,7 @@ def train_command(logdir: str, train_steps: int) -> list[str]:
             "--set", "schedule.train_phase_steps=7"]
 
 
-def kill_cycles(logdir: str, kills: int, seed: int = 0, min_delay: float = 2.0, max_delay: float = 20.0,
+def kill_cycles(logdir: str, kills: int, seed: int = 0, min_delay: float = 5.0, max_delay: float = 3.0,
                 log=print) -> dict:
     """Runs `kills` kill/resume cycles and a final clean resume; returns a summary (raises on a violation)."""
     rng = random.Random(seed)
@@ -64,7 +76,13 @@ def kill_cycles(logdir: str, kills: int, seed: int = 0, min_delay: float = 2.0, 
     for cycle in range(kills):
         process = subprocess.Popen(train_command(logdir, 10_000), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, env=env, cwd=ROOT)
-        time.sleep(rng.uniform(min_delay, max_delay))
+        if cycle % 5 == 0:  # one kill in five lands during start-up (restore, seed episodes, tracing)
+            moment = "start-up"
+            time.sleep(rng.uniform(0.5, min_delay))
+        else:  # the others while training: updates, collection and checkpoint writes every 2 updates
+            moment = "training"
+            wait_for_checkpoint_after(logdir, last_step, process)
+            time.sleep(rng.uniform(0.0, max_delay))
         before = complete_episodes(logdir)
         if process.poll() is not None:
             raise RuntimeError(f"cycle {cycle}: the run exited by itself with {process.returncode}: "
@@ -82,7 +100,7 @@ def kill_cycles(logdir: str, kills: int, seed: int = 0, min_delay: float = 2.0, 
             raise RuntimeError(f"cycle {cycle}: checkpointed step went back from {last_step} to {step}")
         last_step = step
         survived += 1
-        log(f"kill {cycle + 1}/{kills}: checkpoint step {step}, {len(after)} episodes intact")
+        log(f"kill {cycle + 1}/{kills} during {moment}: checkpoint step {step}, {len(after)} episodes intact")
 
     final = subprocess.run(train_command(logdir, max(last_step, 0) + 4), capture_output=True, text=True, env=env, cwd=ROOT)
     if final.returncode != 0:
@@ -99,7 +117,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--logdir", required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-delay", type=float, default=20.0)
+    parser.add_argument("--max-delay", type=float, default=3.0, help="kill up to this many seconds after a new checkpoint")
     args = parser.parse_args()
     summary = kill_cycles(args.logdir, args.kills, args.seed, max_delay=args.max_delay)
     print(f"survived {summary['kills_survived']} of {args.kills} SIGKILLs; final step {summary['final_step']}, "

@@ -25,8 +25,9 @@ def load_bench(name):
 
 def test_survives_sigkill_at_random_moments(tmp_path):
     kill_resume = load_bench("kill_resume")
-    summary = kill_resume.kill_cycles(str(tmp_path / "run"), kills=5, seed=1, min_delay=3.0, max_delay=10.0, log=lambda *_: None)
+    summary = kill_resume.kill_cycles(str(tmp_path / "run"), kills=5, seed=1, log=lambda *_: None)
     assert summary["kills_survived"] == 5
+    assert summary["final_step"] >= 8  # four of the five kills came after the run had trained and checkpointed
     assert summary["episodes"] > 0
 
 

@@ -103,12 +103,12 @@ def time_actions(reps: int) -> dict[str, float]:
 
     @tf.function(autograph=False)
     def cem_action():
-        latent, _ = model.rssm.obs_step(state, tf.zeros([1, 6]), model.embed(obs), tf.zeros([1, 30]))
+        latent, _ = model.rssm.obs_step(state, tf.zeros([1, 6]), model.embed(obs, tf.fill(tf.shape(obs), 0.5)), tf.zeros([1, 30]))
         return cem.plan(model, latent, config.cem, rng)
 
     @tf.function(autograph=False)
     def sac_action():
-        latent, _ = model.rssm.obs_step(state, tf.zeros([1, 6]), model.embed(obs), tf.zeros([1, 30]))
+        latent, _ = model.rssm.obs_step(state, tf.zeros([1, 6]), model.embed(obs, tf.fill(tf.shape(obs), 0.5)), tf.zeros([1, 30]))
         return sac.act(model.rssm.features(latent), tf.zeros([1, 6]), True)
 
     return {"cem_action": median_time(lambda: cem_action().numpy(), reps),

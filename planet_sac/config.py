@@ -54,11 +54,11 @@ class DataConfig:
 
     batch_size: int = 50
     chunk_length: int = 50
-    every: int = 100  # episodes yielded per scan of the directory (PlaNet's recent/cache pass)
+    every: int = 10  # episodes yielded per scan of the directory (PlaNet's scan_episodes_every)
     max_episodes: int | None = None  # cache cap; oldest episodes are dropped first
     wait_seconds: float = 60.0  # how long an empty directory is waited for before failing
     seed_episodes: int = 5  # random episodes collected before training starts
-    test_seed_episodes: int = 1
+    test_seed_episodes: int = 5  # random episodes in test_episodes/, for the held-out model loss
 
     def validate(self) -> None:
         _positive("data.batch_size", self.batch_size)
@@ -83,15 +83,16 @@ class ModelConfig:
     cnn_depth: int = 32  # conv encoder channels 32/64/128/256 as in PlaNet
     mlp_units: int = 200  # encoder/decoder/reward MLP width for state observations
     mlp_layers: int = 2
-    free_nats: float = 3.0
+    reward_units: int = 100  # width of the reward head's two ReLU layers (PlaNet's feed_forward)
+    free_nats: float = 3.0  # floor on the KL of every time step (PlaNet: elementwise, before the mean)
     kl_scale: float = 1.0
-    reward_scale: float = 1.0
-    overshooting_distance: int = 0  # 0 = off; PlaNet's latent overshooting distance otherwise
+    reward_scale: float = 10.0  # PlaNet's reward_scale
+    overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet)
     overshooting_scale: float = 0.0
     image_bits: int = 5
 
     def validate(self) -> None:
-        for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers"):
+        for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
             _positive(f"model.{name}", getattr(self, name))
         _positive("model.min_stddev", self.min_stddev)
         for name in ("free_nats", "kl_scale", "reward_scale", "overshooting_scale"):
@@ -106,6 +107,7 @@ class OptimConfig:
     """The world model's optimiser and its compiled update step."""
 
     learning_rate: float = 1e-3
+    warmup_updates: int = 200  # linear learning-rate ramp from 0 (PlaNet: ramp 10000 samples / batch 50)
     adam_epsilon: float = 1e-4
     grad_clip: float = 1000.0
     accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update
@@ -114,6 +116,7 @@ class OptimConfig:
 
     def validate(self) -> None:
         _positive("optim.learning_rate", self.learning_rate)
+        _non_negative("optim.warmup_updates", self.warmup_updates)
         _positive("optim.adam_epsilon", self.adam_epsilon)
         _positive("optim.grad_clip", self.grad_clip)
         _positive("optim.accumulate", self.accumulate)
@@ -128,6 +131,7 @@ class CEMConfig:
     candidates: int = 1000
     iterations: int = 10
     top_k: int = 100
+    discount: float = 0.99  # discount of predicted rewards in the planning objective (PlaNet's planner: 0.99)
     exploration_noise: float = 0.3  # Gaussian noise added to planned actions in the train phase
     guide_fraction: float = 0.5  # sac_guided_cem: share of the population drawn from the actor
 
@@ -139,6 +143,8 @@ class CEMConfig:
                 f"cem.top_k={self.top_k} is larger than cem.candidates={self.candidates}: "
                 "top_k must be <= candidates"
             )
+        if not 0.0 < self.discount <= 1.0:
+            raise ConfigError(f"cem.discount={self.discount}: must be in (0, 1]")
         _non_negative("cem.exploration_noise", self.exploration_noise)
         if not 0.0 <= self.guide_fraction <= 1.0:
             raise ConfigError(f"cem.guide_fraction={self.guide_fraction}: must be in [0, 1]")
@@ -185,9 +191,9 @@ class PolicyConfig:
 class ScheduleConfig:
     """PlaNet's phases: `train_phase_steps` updates, then a test phase, repeated."""
 
-    train_steps: int = 1_000_000  # total gradient updates; the run stops there
-    train_phase_steps: int = 50_000
-    collect_every: int = 100  # updates per collected training episode
+    train_steps: int = 400_000  # total updates; PlaNet's max_steps 2e7 samples / batch 50
+    train_phase_steps: int = 1000  # updates per train phase; PlaNet's train_steps 50000 samples / batch 50
+    collect_every: int = 100  # updates per collected training episode; PlaNet's collect_every 5000 / 50
     test_episodes: int = 1  # evaluation episodes per test phase
     log_every: int = 100
     checkpoint_every: int = 1000
@@ -218,6 +224,11 @@ class Config:
             section = getattr(self, field.name)
             if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
                 section.validate()
+        if self.model.overshooting_distance > self.data.chunk_length - 2:
+            raise ConfigError(
+                f"model.overshooting_distance={self.model.overshooting_distance} needs chunks of at least "
+                f"{self.model.overshooting_distance + 2} steps (data.chunk_length={self.data.chunk_length})"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -19,10 +19,12 @@ class Adam(tf.Module):
     """Adam over a fixed list of variables, with optional global-norm clipping."""
 
     def __init__(self, variables: Sequence[tf.Variable], learning_rate: float, epsilon: float = 1e-8,
-                 clip: float | None = None, beta1: float = 0.9, beta2: float = 0.999, name: str = "adam"):
+                 clip: float | None = None, beta1: float = 0.9, beta2: float = 0.999, warmup: int = 0,
+                 name: str = "adam"):
         super().__init__(name=name)
         self.variables_ = list(variables)
         self.learning_rate = learning_rate
+        self.warmup = warmup
         self.epsilon = epsilon
         self.clip = clip
         self.beta1 = beta1
@@ -37,11 +39,25 @@ class Adam(tf.Module):
         norm = tf.linalg.global_norm(grads)
         if self.clip:
             grads, _ = tf.clip_by_global_norm(grads, self.clip, use_norm=norm)
+        step_size = self.current_learning_rate() * self._bias_correction(self.iterations + 1)
         self.iterations.assign_add(1)
-        t = tf.cast(self.iterations, tf.float32)
-        step_size = self.learning_rate * tf.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
         for var, m, v, g in zip(self.variables_, self.m, self.v, grads):
             m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
             v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(g))
             var.assign_sub(step_size * m / (tf.sqrt(v) + self.epsilon))
         return norm
+
+    def current_learning_rate(self) -> tf.Tensor:
+        """The learning rate of the next update: PlaNet's linear ramp `min(n / warmup, 1) * lr`.
+
+        `n` counts the updates applied so far, so the first update has rate 0, as in PlaNet
+        (`tools.schedule.linear(step, ramp)` with `step` = samples seen before the update).
+        """
+        if not self.warmup:
+            return tf.constant(self.learning_rate, tf.float32)
+        done = tf.cast(self.iterations, tf.float32)
+        return self.learning_rate * tf.minimum(done / float(self.warmup), 1.0)
+
+    def _bias_correction(self, t: tf.Tensor) -> tf.Tensor:
+        t = tf.cast(t, tf.float32)
+        return tf.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from planet_sac.config import ModelConfig
@@ -21,12 +22,26 @@ def test_image_model_shapes_and_names():
     assert [kernels[f"world_model/encoder/conv{i}/kernel"][-1] for i in range(4)] == [32, 64, 128, 256]
 
 
-def test_preprocess_is_5_bit_centred_and_dequantised():
+def test_preprocess_is_planets_5_bit_dequantised_and_centred():
+    """PlaNet's preprocess: floor(x / 8) / 32 + U[0, 1/32) - 0.5, computed here by hand for known noise."""
     model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4), "image", (64, 64, 3), 1)
     image = tf.constant([[0, 7, 8, 255]], tf.uint8)
-    np.testing.assert_allclose(model.preprocess(image).numpy(), [[-0.5, -0.5, -0.5 + 1 / 32, 0.5 - 1 / 32]])
-    noisy = model.preprocess(image, tf.fill([1, 4], 0.999)).numpy()
-    assert np.all(noisy < 0.5) and np.all(noisy >= -0.5)
+    noise = tf.constant([[0.25, 0.5, 0.999, 0.0]])
+    expected = [[0.25 / 32 - 0.5, 0.5 / 32 - 0.5, 1.999 / 32 - 0.5, 31 / 32 - 0.5]]
+    np.testing.assert_allclose(model.preprocess(image, noise).numpy(), expected, rtol=0, atol=1e-7)
+    with pytest.raises(ValueError, match="dequantisation noise"):
+        model.preprocess(image)  # acting and training must both dequantise, so no path may forget the noise
+
+
+def test_observation_noise_is_one_uniform_bin():
+    model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4), "image", (64, 64, 3), 1)
+    image = tf.zeros([2, 64, 64, 3], tf.uint8)
+    noise = model.observation_noise(tf.random.Generator.from_seed(1), image).numpy()
+    assert noise.shape == (2, 64, 64, 3)
+    assert noise.min() >= 0.0 and noise.max() < 1.0
+    assert abs(noise.mean() - 0.5) < 0.01 and abs(noise.var() - 1 / 12) < 0.005  # U[0, 1): mean 1/2, variance 1/12
+    state_model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8), "state", (3,), 1)
+    assert state_model.observation_noise(tf.random.Generator.from_seed(1), tf.zeros([2, 3])) is None
 
 
 def test_same_seed_builds_same_weights():
@@ -44,7 +59,9 @@ def test_free_nats_floor_and_overshooting_term():
     batch = {"state": rng.normal([2, 6, 3]), "action": rng.normal([2, 6, 1]), "reward": rng.normal([2, 6])}
     loss, metrics, _ = model.loss(batch, model.sample_noise(rng, 2, 6))
     assert metrics["loss/kl"] < 100.0  # raw KL is reported; the loss uses the floor
-    np.testing.assert_allclose(loss, metrics["loss/state"] + metrics["loss/reward"] + 100.0 + 100.0, rtol=1e-5)
+    # PlaNet weights the reward term by reward_scale (10 by default); both KL terms sit on the floor.
+    assert config.reward_scale == 10.0
+    np.testing.assert_allclose(loss, metrics["loss/state"] + 10.0 * metrics["loss/reward"] + 100.0 + 100.0, rtol=1e-5)
 
 
 def test_transposed_conv_from_1x1_equals_tensorflows_op():

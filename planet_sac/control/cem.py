@@ -2,7 +2,7 @@
 
 For each of B environments at once: sample `candidates` action sequences of length
 `horizon` from a diagonal Gaussian, roll them out open-loop with the RSSM prior, score
-them by the sum of predicted rewards, refit the Gaussian to the `top_k` best, and
+them by the discounted sum of predicted rewards, refit the Gaussian to the `top_k` best, and
 repeat `iterations` times. The first action of the final mean is executed.
 
 `sac_guided_cem` (as in TD-MPC): a share of the population are trajectories of the
@@ -30,31 +30,35 @@ def _tile(state: State, count: int) -> State:
 
 
 def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float) -> ReturnFn:
-    """Scores [N, H, A] action sequences from [N] start states: sum of predicted rewards (+ terminal value)."""
+    """Scores [N, H, A] action sequences from [N] start states.
+
+    PlaNet's objective: the discounted sum of predicted rewards, sum_t discount^t r_t
+    (its `discounted_return` with discount 0.99). With a SAC head, the critic's value of
+    the actor's action at the horizon is added, discounted by discount^H.
+    """
 
     def score(state: State, actions: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
         states = world_model.rssm.imagine(state, actions, noise)
         rewards = world_model.predict_reward(states)  # [N, H]
-        if sac is None:
-            return tf.reduce_sum(rewards, 1)
         horizon = actions.shape[1]
-        weights = discount ** tf.range(horizon, dtype=tf.float32)
+        returns = tf.reduce_sum(rewards * discount ** tf.range(horizon, dtype=tf.float32), 1)
+        if sac is None:
+            return returns
         last = tf.nest.map_structure(lambda t: t[:, -1], states)
         features = world_model.rssm.features(last)
         value = sac.q_value(features, sac.act(features, tf.zeros_like(actions[:, 0]), True))
-        return tf.reduce_sum(rewards * weights, 1) + discount ** horizon * value
+        return returns + discount ** horizon * value
 
     return score
 
 
 def plan(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.random.Generator,
-         sac: SAC | None = None, guide_fraction: float = 0.0, discount: float = 0.99,
-         score: ReturnFn | None = None) -> tf.Tensor:
+         sac: SAC | None = None, guide_fraction: float = 0.0, score: ReturnFn | None = None) -> tf.Tensor:
     """Plans for a batch of [B] latent states; returns the first planned action [B, A] in [-1, 1]."""
     batch = tf.shape(state["deter"])[0]
     horizon, total, top_k = config.horizon, config.candidates, config.top_k
     action_size = world_model.action_size
-    score = score or rollout_return(world_model, sac, discount)
+    score = score or rollout_return(world_model, sac, config.discount)
     start = _tile(state, total)
     guided = int(round(guide_fraction * total)) if sac is not None else 0
     sampled = total - guided

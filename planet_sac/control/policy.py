@@ -26,12 +26,11 @@ class Policy(tf.Module):
     """Acts for a batch of environments; `traces` counts how often the function was traced."""
 
     def __init__(self, world_model: WorldModel, sac: SAC, cem_config: CEMConfig, train: str = "cem",
-                 test: str = "cem", seed: int = 0, discount: float = 0.99):
+                 test: str = "cem", seed: int = 0):
         super().__init__(name="policy")
         self.world_model = world_model
         self.sac = sac
         self.cem_config = cem_config
-        self.discount = discount
         self.rng = tf.random.Generator.from_seed(seed)
         self.phase_policy = tf.Variable([POLICIES.index(train), POLICIES.index(test)], trainable=False,
                                         dtype=tf.int32, name="policy/phase_policy")
@@ -71,7 +70,8 @@ class Policy(tf.Module):
         explore_scale = tf.cast(training, tf.float32)
         # Train phase: sample the posterior; test phase: its mean, so evaluation has no exploration at all.
         latent_noise = explore_scale * self.rng.normal([batch, rssm.stoch_size])
-        latent, _ = rssm.obs_step(latent, prev_action, self.world_model.embed(obs), latent_noise)
+        embed = self.world_model.embed(obs, self.world_model.observation_noise(self.rng, obs))  # as in training
+        latent, _ = rssm.obs_step(latent, prev_action, embed, latent_noise)
         features = rssm.features(latent)
         noise = self.cem_config.exploration_noise * explore_scale
 
@@ -89,10 +89,11 @@ class Policy(tf.Module):
 
         def guided() -> tf.Tensor:
             return explore(cem.plan(self.world_model, latent, self.cem_config, self.rng, self.sac,
-                                    self.cem_config.guide_fraction, self.discount))
+                                    self.cem_config.guide_fraction))
 
-        index = tf.gather(self.phase_policy, phase)
-        action = tf.switch_case(index, [random, plan, actor, guided])
+        branches = {"random": random, "cem": plan, "sac": actor, "sac_guided_cem": guided}
+        index = tf.gather(self.phase_policy, phase)  # holds POLICIES.index(name) of each phase's policy
+        action = tf.switch_case(index, [branches[name] for name in POLICIES])
         action = tf.ensure_shape(action, [None, action_size])
         return action, (latent, action)
 

@@ -31,11 +31,11 @@ class RSSM(tf.Module):
                  hidden_size: int = 200, min_stddev: float = 0.1, seed: int = 0, name: str = "rssm"):
         super().__init__(name=name)
         with self.name_scope:
-            self.prior_in = Dense(stoch_size + action_size, hidden_size, tf.nn.elu, seed, name="prior_in")
+            self.prior_in = Dense(stoch_size + action_size, hidden_size, tf.nn.relu, seed, name="prior_in")
             self.gru = GRUCell(hidden_size, deter_size, seed, name="gru")
-            self.prior_hidden = Dense(deter_size, hidden_size, tf.nn.elu, seed, name="prior_hidden")
+            self.prior_hidden = Dense(deter_size, hidden_size, tf.nn.relu, seed, name="prior_hidden")
             self.prior_out = Dense(hidden_size, 2 * stoch_size, None, seed, name="prior_out")
-            self.posterior_hidden = Dense(deter_size + embed_size, hidden_size, tf.nn.elu, seed, name="posterior_hidden")
+            self.posterior_hidden = Dense(deter_size + embed_size, hidden_size, tf.nn.relu, seed, name="posterior_hidden")
             self.posterior_out = Dense(hidden_size, 2 * stoch_size, None, seed, name="posterior_out")
         self.deter_size = deter_size
         self.stoch_size = stoch_size

@@ -47,22 +47,31 @@ class WorldModel(tf.Module):
                 self.decoder = ConvDecoder(features, config.cnn_depth, seed, name="decoder")
             else:
                 self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], seed=seed, name="decoder")
-            self.reward = MLP(features, config.hidden_size, 2, 1, seed=seed, name="reward")
+            self.reward = MLP(features, config.reward_units, 2, 1, tf.nn.relu, seed=seed, name="reward")
 
     # ------------------------------------------------------------------ observations
 
     def preprocess(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
-        """uint8 images -> PlaNet's 5-bit, dequantised, centred floats; states pass through."""
+        """PlaNet's `preprocess`: uint8 images -> 5-bit bins, dequantised, centred; states pass through.
+
+        `noise` is uniform in [0, 1) with the image's shape (one bin of dequantisation noise), and
+        it is required for images: PlaNet adds it wherever an image enters the encoder, when
+        training and when acting, so the encoder never sees inputs shifted by half a bin.
+        """
         if self.obs_key != "image":
             return tf.cast(obs, tf.float32)
+        if noise is None:
+            raise ValueError("image observations need dequantisation noise (uniform [0, 1), same shape as the image)")
         bins = 2.0 ** self.config.image_bits
-        x = tf.floor(tf.cast(obs, tf.float32) / 2.0 ** (8 - self.config.image_bits)) / bins
-        if noise is not None:
-            x += noise / bins
-        return x - 0.5
+        x = tf.floor(tf.cast(obs, tf.float32) / 2.0 ** (8 - self.config.image_bits))
+        return (x + noise) / bins - 0.5
 
     def embed(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
         return self.encoder(self.preprocess(obs, noise))
+
+    def observation_noise(self, rng: tf.random.Generator, obs: tf.Tensor) -> tf.Tensor | None:
+        """Dequantisation noise for `obs` (None for state observations, which need none)."""
+        return rng.uniform(tf.shape(obs)) if self.obs_key == "image" else None
 
     def sample_noise(self, rng: tf.random.Generator, batch_size: int, length: int) -> Dict[str, tf.Tensor]:
         """All the randomness one loss evaluation uses, for a [batch_size, length] chunk."""
@@ -71,7 +80,7 @@ class WorldModel(tf.Module):
         if self.obs_key == "image":
             noise["image"] = rng.uniform([batch_size, length, *self.obs_shape])
         if self.config.overshooting_distance > 0:
-            noise["overshooting"] = rng.normal([self.config.overshooting_distance, batch_size, length, stoch])
+            noise["overshooting"] = rng.normal([self.config.overshooting_distance + 1, batch_size, length, stoch])
         return noise
 
     # ------------------------------------------------------------------ loss
@@ -103,32 +112,36 @@ class WorldModel(tf.Module):
         return loss, metrics, posts
 
     def _free_nats(self, kl: tf.Tensor) -> tf.Tensor:
-        """Mean over time per sequence, floored at free nats, then mean over sequences.
+        """PlaNet's free nats: every time step's KL is floored at `free_nats`, then averaged.
 
-        Flooring per sequence (not per batch) keeps the loss a plain mean over sequences,
-        so gradients summed over micro-batches equal the gradient of the whole batch.
+        The floor is elementwise, before the mean, so the loss stays a plain mean over
+        sequences and gradients summed over equal micro-batches equal the whole batch's.
         """
-        return tf.reduce_mean(tf.maximum(tf.reduce_mean(kl, 1), self.config.free_nats))
+        return tf.reduce_mean(tf.maximum(kl, self.config.free_nats))
 
     def _overshooting_kl(self, posts: State, action: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
-        """Latent overshooting: KL(posterior_t+d || prior_t+d predicted from posterior_t), d = 1..D."""
-        length = tf.shape(action)[1]
+        """PlaNet's latent overshooting: KL(posterior_t+d || prior_t+d predicted open-loop from posterior_t).
+
+        For d = 2..D+1: the one-step term (d = 1) is the ordinary KL of the loss and is not
+        counted twice, as in PlaNet (`tensor[:, :, 1:-1]` of `tools.overshooting`). Targets
+        are the posteriors with gradients stopped. Each term is floored at free nats
+        elementwise, averaged over the valid start steps of its sequence and distance, then
+        over sequences and distances. `noise` is [D + 1, B, T, stoch].
+        """
+        length = action.shape[1]
         distance = self.config.overshooting_distance
         targets = tf.nest.map_structure(tf.stop_gradient, posts)
-
-        def step(carry, inputs):
-            state = carry[0]
-            d_noise, d = inputs
-            state = self.rssm.img_step(state, _shift(action, 1 + d), d_noise)
-            target = tf.nest.map_structure(lambda t: _shift(t, 1 + d), targets)
-            kl = tfd.kl_divergence(self.rssm.distribution(target), self.rssm.distribution(state))
-            mask = tf.cast(tf.range(length) < length - 1 - d, tf.float32)[None]
-            return state, tf.reduce_sum(kl * mask, 1), tf.reduce_sum(mask, 1) * tf.ones_like(kl[:, 0])
-
-        zeros = tf.zeros_like(posts["mean"][:, 0, 0])
-        _, kl_sums, counts = tf.scan(step, (noise, tf.range(distance)), initializer=(posts, zeros, zeros))
-        per_sequence = tf.reduce_sum(kl_sums, 0) / tf.maximum(tf.reduce_sum(counts, 0), 1.0)
-        return tf.reduce_mean(tf.maximum(per_sequence, self.config.free_nats))
+        state = posts
+        terms = []
+        for d in range(1, distance + 2):  # open-loop step d predicts t + d from the posterior at t
+            state = self.rssm.img_step(state, _shift(action, d), noise[d - 1])
+            if d == 1:
+                continue
+            target = tf.nest.map_structure(lambda t: _shift(t, d), targets)
+            kl = tfd.kl_divergence(self.rssm.distribution(target), self.rssm.distribution(state))  # [B, T]
+            valid = length - d  # start steps t with t + d inside the chunk
+            terms.append(tf.reduce_mean(tf.maximum(kl[:, :valid], self.config.free_nats), 1))
+        return tf.reduce_mean(tf.stack(terms, 1))
 
     # ------------------------------------------------------------------ prediction
 

@@ -35,12 +35,19 @@ class Learner(tf.Module):
         self.sac = sac
         optim = config.optim
         self.optimizer = Adam(world_model.trainable_variables, optim.learning_rate, optim.adam_epsilon,
-                              optim.grad_clip, name="world_model")
+                              optim.grad_clip, warmup=optim.warmup_updates, name="world_model")
         with tf.name_scope("learner/"):
             self.rng = tf.random.Generator.from_seed(seed)
             self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates")
             self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
         self.update = tf.function(self._update, jit_compile=optim.jit_compile, autograph=False)
+        self.evaluate = tf.function(self._evaluate, autograph=False)
+
+    def _evaluate(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """The world model's loss terms on a batch, without an update (held-out loss, as PlaNet's test phase)."""
+        size, length = batch["action"].shape[0], batch["action"].shape[1]
+        _, metrics, _ = self.world_model.loss(batch, self.world_model.sample_noise(self.rng, size, length))
+        return metrics
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
         wm = self.world_model
@@ -84,6 +91,7 @@ class Learner(tf.Module):
         self.skipped_updates.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
         self.consecutive_skips.assign(tf.where(finite, tf.constant(0, tf.int64), self.consecutive_skips + 1))
         metrics = dict(metrics, **{"train/grad_norm": grad_norm, "train/skipped_updates": self.skipped_updates,
+                                   "train/learning_rate": self.optimizer.current_learning_rate(),
                                    "train/update_finite": tf.cast(finite, tf.float32)})
 
         if self.config.sac.updates_per_step > 0:

@@ -14,12 +14,13 @@ Everything a run writes lives under its logdir: `config.yaml`, `train_episodes/`
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import re
 import signal
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,7 +31,7 @@ from planet_sac.config import Config, ConfigError, apply_overrides, diff, load_c
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
 from planet_sac.envs import make_env
-from planet_sac.episodes.loader import make_dataset
+from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.checkpoints import Checkpointer, named_variables, restore_filtered
@@ -62,7 +63,7 @@ class Agent:
         world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed)
         sac = SAC(config.sac, world_model.rssm.feature_size, action_size, seed=config.seed)
         policy = Policy(world_model, sac, config.cem, config.policy.train, config.policy.test,
-                        seed=config.seed + 1, discount=config.sac.discount)
+                        seed=config.seed + 1)
         return cls(world_model, sac, policy)
 
     def actor(self, phase: str) -> "PolicyActor":
@@ -203,6 +204,7 @@ class Trainer:
         self.variables.pop("policy/phase_policy", None)
         self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables)
         self.logger = Logger(self.logdir)
+        self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
         self._stop = threading.Event()
 
     def _make_env(self, seed: int):
@@ -217,8 +219,8 @@ class Trainer:
         if resumed:
             message = f"resumed {resumed} at step {int(self.counters.step.numpy())}"
         elif restore_from:
-            report = restore_filtered(self.variables, restore_from, include or [".*"], exclude)
-            self.counters.step.assign(0)
+            # A new run keeps its own progress: counters (steps, test phases, ...) are never taken from another run.
+            report = restore_filtered(self.variables, restore_from, include or [".*"], [*exclude, r"counters/"])
             message = f"from {restore_from}: {report.summary()}"
         else:
             message = "started from scratch"
@@ -265,14 +267,37 @@ class Trainer:
         return TEST if done > int(self.counters.test_phases.numpy()) else TRAIN
 
     def run_test_phase(self) -> dict:
+        """Evaluates the policy on `schedule.test_episodes` episodes and the model on held-out test episodes."""
+        values = self.held_out_loss()
         episodes = collect.collect_episodes(self._test_env(), self.agent.actor(TEST), self.config.schedule.test_episodes,
                                             self.test_dir, training=False, progress=False)
         self.counters.test_phases.assign_add(1)
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
-        record = self._log({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns))}, TEST)
+        values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns))})
+        record = self._log(values, TEST)
         self.checkpointer.save(int(self.counters.step.numpy()))
         return record
+
+    def held_out_loss(self) -> dict:
+        """`test/loss/*`: the world model's loss on one batch of chunks from `test_episodes/` (as PlaNet's test phase).
+
+        Empty (with one log line) when the test directory holds no episode as long as a chunk.
+        """
+        if self._test_chunks is None:
+            replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
+                                   keys=(self.config.env.obs, "action", "reward", "discount"),
+                                   wait_seconds=0.0, seed=self.config.seed + 20_000)
+            self._test_chunks = iter(replay)
+        try:
+            chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
+        except TimeoutError as error:  # no test episode as long as a chunk yet: try again next test phase
+            self._test_chunks = None
+            log.info("no held-out model loss this test phase: %s", str(error).split(" (")[0])
+            return {}
+        batch = {key: tf.convert_to_tensor(np.stack([chunk[key] for chunk in chunks])) for key in chunks[0]}
+        metrics = self.learner.evaluate(batch)
+        return {f"test/{key}": float(value) for key, value in metrics.items() if key.startswith("loss/")}
 
     def collect_train_episode(self) -> dict:
         (episode,) = collect.collect_episodes(self.env, self.agent.actor(TRAIN), 1, self.train_dir,
@@ -291,7 +316,7 @@ class Trainer:
     def run(self, train_steps: int | None = None) -> dict:
         """Trains until `train_steps` updates in total (default: schedule.train_steps); returns the last metrics."""
         schedule = self.config.schedule
-        total = train_steps or schedule.train_steps
+        total = schedule.train_steps if train_steps is None else train_steps
         self.collect_seed_episodes()
         dataset, replay = make_dataset(self.train_dir, self.config.data.batch_size, self.config.data.chunk_length,
                                        every=self.config.data.every, max_episodes=self.config.data.max_episodes,
@@ -376,7 +401,9 @@ def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.nd
     obs = tf.convert_to_tensor(batch[world_model.obs_key][:1])
     action = tf.convert_to_tensor(batch["action"][:1])
     stoch = world_model.rssm.stoch_size
-    posts, _ = world_model.rssm.observe(world_model.embed(obs[:, :context]), action[:, :context], tf.zeros([1, context, stoch]))
+    context_obs = obs[:, :context]
+    noise = world_model.observation_noise(tf.random.Generator.from_seed(0), context_obs)  # as in training
+    posts, _ = world_model.rssm.observe(world_model.embed(context_obs, noise), action[:, :context], tf.zeros([1, context, stoch]))
     last = tf.nest.map_structure(lambda t: t[:, -1], posts)
     length = action.shape[1]
     imagined = world_model.rssm.imagine(last, action[:, context:], tf.zeros([1, length - context, stoch]))

@@ -184,7 +184,12 @@ class PolicyConfig:
     """Which policy acts in each phase."""
 
     train: PolicyName = "cem"  # collects training episodes
-    test: PolicyName = "cem"  # evaluates in the test phase
+    test: PolicyName = "cem"  # evaluates in the test phase; its episodes go to test_episodes/
+    compare: list[PolicyName] = dataclasses.field(default_factory=list)  # also evaluated each test phase, not saved
+
+    def validate(self) -> None:
+        if len(set(self.compare)) != len(self.compare):
+            raise ConfigError(f"policy.compare={self.compare}: lists a policy twice")
 
 
 @dataclasses.dataclass
@@ -343,6 +348,11 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
 def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
     """Checks `value` against a type hint; ints are accepted for floats."""
     origin = typing.get_origin(hint)
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{source}: {key}={value!r} must be a list, e.g. [sac, sac_guided_cem]")
+        (item,) = typing.get_args(hint)
+        return [_coerce(element, item, f"{key}[{i}]", source) for i, element in enumerate(value)]
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:

@@ -267,17 +267,36 @@ class Trainer:
         return TEST if done > int(self.counters.test_phases.numpy()) else TRAIN
 
     def run_test_phase(self) -> dict:
-        """Evaluates the policy on `schedule.test_episodes` episodes and the model on held-out test episodes."""
+        """Evaluates the model on held-out episodes and each test policy on `schedule.test_episodes` episodes.
+
+        `policy.test`'s episodes are saved to `test_episodes/` and logged as `test/return`;
+        every policy, including those in `policy.compare`, is logged as `test/return/<name>`,
+        so the policies can be compared on the same world model at every test phase.
+        """
         values = self.held_out_loss()
         episodes = collect.collect_episodes(self._test_env(), self.agent.actor(TEST), self.config.schedule.test_episodes,
                                             self.test_dir, training=False, progress=False)
-        self.counters.test_phases.assign_add(1)
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
-        values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns))})
+        values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
+                       f"test/return/{self.config.policy.test}": float(np.mean(returns))})
+        for name in self.config.policy.compare:
+            if name != self.config.policy.test:
+                values[f"test/return/{name}"] = self._compare_return(name)
+        self.counters.test_phases.assign_add(1)
         record = self._log(values, TEST)
         self.checkpointer.save(int(self.counters.step.numpy()))
         return record
+
+    def _compare_return(self, name: str) -> float:
+        """Mean return of policy `name` over `schedule.test_episodes` test episodes (not saved)."""
+        self.agent.policy.set_policies(test=name)
+        try:
+            returns = [float(collect.run_episode(self._test_env(), self.agent.actor(TEST), training=False)["reward"].sum())
+                       for _ in range(self.config.schedule.test_episodes)]
+        finally:
+            self.agent.policy.set_policies(test=self.config.policy.test)
+        return float(np.mean(returns))
 
     def held_out_loss(self) -> dict:
         """`test/loss/*`: the world model's loss on one batch of chunks from `test_episodes/` (as PlaNet's test phase).

@@ -164,7 +164,11 @@ class SACConfig:
     discount: float = 0.99
     tau: float = 0.005
     updates_per_step: int = 1  # SAC updates per world-model update
-    batch_size: int = 256  # transitions sampled from the posterior over the training chunks
+    batch_size: int = 256  # transitions per SAC update
+    n_step: int = 1  # n-step returns for the critic's target
+    burn_in: int = 0  # chunk steps whose posteriors (filtered from a zero state) start no real transition
+    imagination_horizon: int = 0  # 0 = off; else also train on rollouts of this length in the model (MBPO/Dreamer)
+    real_ratio: float = 1.0  # share of each SAC batch from real chunks; the rest is imagined
     action_bounds: Literal["tanh", "invert_gradients"] = "tanh"
 
     def validate(self) -> None:
@@ -173,6 +177,16 @@ class SACConfig:
         for name in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
             _positive(f"sac.{name}", getattr(self, name))
         _non_negative("sac.updates_per_step", self.updates_per_step)
+        _positive("sac.n_step", self.n_step)
+        _non_negative("sac.burn_in", self.burn_in)
+        _non_negative("sac.imagination_horizon", self.imagination_horizon)
+        if not 0.0 <= self.real_ratio <= 1.0:
+            raise ConfigError(f"sac.real_ratio={self.real_ratio}: must be in [0, 1]")
+        if self.real_ratio < 1.0 and self.imagination_horizon < self.n_step:
+            raise ConfigError(
+                f"sac.real_ratio={self.real_ratio} mixes in imagined transitions, which need "
+                f"sac.imagination_horizon >= sac.n_step={self.n_step} (it is {self.imagination_horizon})"
+            )
         if not 0.0 <= self.discount <= 1.0:
             raise ConfigError(f"sac.discount={self.discount}: must be in [0, 1]")
         if not 0.0 < self.tau <= 1.0:
@@ -229,6 +243,9 @@ class Config:
             section = getattr(self, field.name)
             if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
                 section.validate()
+        if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
+            raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be smaller than "
+                              f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
         if self.model.overshooting_distance > self.data.chunk_length - 2:
             raise ConfigError(
                 f"model.overshooting_distance={self.model.overshooting_distance} needs chunks of at least "

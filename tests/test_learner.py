@@ -110,3 +110,27 @@ def test_batch_not_divisible_by_accumulate_is_a_clear_error(smoke_config):
     learner = build(apply_overrides(smoke_config, ["optim.accumulate=3"]))
     with pytest.raises(ValueError, match="not divisible by optim.accumulate=3"):
         learner.update(state_batch(batch=4))
+
+
+def test_sac_batches_mix_real_and_imagined_transitions(smoke_config, monkeypatch):
+    """real_ratio 0.25 of a 16-transition batch: 4 real (episode discount 0.5 per step) and 12 imagined (discount 1)."""
+    config = apply_overrides(smoke_config, ["sac.batch_size=16", "sac.real_ratio=0.25", "sac.imagination_horizon=3",
+                                            "sac.n_step=2", "sac.burn_in=3", "sac.updates_per_step=1"])
+    learner = build(config)
+    seen = []
+    real_update = learner.sac.update
+    monkeypatch.setattr(learner.sac, "update", lambda *args, **kwargs: seen.append((args, kwargs)) or real_update(*args, **kwargs))
+    batch = state_batch(batch=4, length=10)
+    batch["discount"][:] = 0.5
+    batch["reward"][:, :4] = 1000.0  # rewards of steps 1..3 can only reach real transitions if burn-in is ignored
+    tf.config.run_functions_eagerly(True)
+    try:
+        learner.update(batch)
+    finally:
+        tf.config.run_functions_eagerly(False)
+    (args, kwargs), = seen
+    features, action, reward, discount, next_features = (np.asarray(a) for a in args[:5])
+    assert kwargs["steps"] == 2 and features.shape == (16, learner.world_model.rssm.feature_size)
+    np.testing.assert_array_equal(discount[:4], 0.25)  # 0.5 ** 2: real 2-step transitions
+    np.testing.assert_array_equal(discount[4:], 1.0)  # imagined: no termination model
+    assert np.all(np.abs(reward[:4]) < 100.0)  # burn-in 3: real starts at t >= 3, so r_{t+1} with t+1 >= 4

@@ -106,17 +106,22 @@ class SAC(tf.Module):
 
     # ------------------------------------------------------------------ learning
 
-    def critic_target(self, reward: tf.Tensor, discount: tf.Tensor, next_features: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
-        """y = r + gamma * d * (min Q_target(z', a') - alpha * log pi(a'|z')), a' ~ pi(z')."""
+    def critic_target(self, reward: tf.Tensor, discount: tf.Tensor, next_features: tf.Tensor, noise: tf.Tensor,
+                      steps: int = 1) -> tf.Tensor:
+        """y = r + gamma^n * d * (min Q_target(z', a') - alpha * log pi(a'|z')), a' ~ pi(z').
+
+        For n-step transitions (`steps` = n), `reward` is the discounted n-step return and `d`
+        the product of the episode discounts over the n steps (see `control/transitions.py`).
+        """
         next_action, next_log_prob = self.sample(next_features, noise)
         next_value = self.q_value(next_features, next_action, target=True) - self.alpha * next_log_prob
-        return tf.stop_gradient(reward + self.config.discount * discount * next_value)
+        return tf.stop_gradient(reward + self.config.discount ** steps * discount * next_value)
 
     def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
-               next_features: tf.Tensor, rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
-        """One SAC update on a batch of transitions; returns scalar metrics."""
+               next_features: tf.Tensor, rng: tf.random.Generator, steps: int = 1) -> Dict[str, tf.Tensor]:
+        """One SAC update on a batch of (`steps`-step) transitions; returns scalar metrics."""
         features, next_features = tf.stop_gradient(features), tf.stop_gradient(next_features)
-        target = self.critic_target(reward, discount, next_features, rng.normal(tf.shape(action)))
+        target = self.critic_target(reward, discount, next_features, rng.normal(tf.shape(action)), steps)
         with tf.GradientTape() as tape:
             x = tf.concat([features, action], -1)
             q1, q2 = tf.squeeze(self.critic1(x), -1), tf.squeeze(self.critic2(x), -1)

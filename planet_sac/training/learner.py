@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from planet_sac.config import Config
 from planet_sac.control.sac import SAC
+from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
 from planet_sac.models.world_model import WorldModel
 from planet_sac.optim import Adam
 
@@ -102,22 +103,42 @@ class Learner(tf.Module):
         return metrics
 
     def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:
-        """SAC updates on transitions (z_t, a_t+1, r_t+1, d_t+1, z_t+1) of the posterior over the chunk."""
-        feature_size = features.shape[-1]
-        flat = lambda t, tail: tf.reshape(t, [-1, *tail])  # noqa: E731
-        action_size = batch["action"].shape[-1]
-        transitions = (
-            flat(features[:, :-1], [feature_size]),
-            flat(batch["action"][:, 1:], [action_size]),
-            flat(batch["reward"][:, 1:], []),
-            flat(batch["discount"][:, 1:], []),
-            flat(features[:, 1:], [feature_size]),
-        )
-        count = transitions[0].shape[0]
-        take = min(self.config.sac.batch_size, count)
+        """SAC updates on n-step transitions of the posterior over the chunk, mixed with imagined ones.
+
+        Each update samples `round(batch_size * real_ratio)` real transitions and fills the
+        rest with transitions along fresh rollouts of the model under the current actor,
+        started from posterior states of the same chunks (see `control/transitions.py`).
+        """
+        cfg = self.config.sac
+        n = cfg.n_step
+        skip = cfg.burn_in  # the first posteriors of a chunk start from a zero state: optionally no transitions from them
+        real = real_transitions(features[:, skip:], batch["action"][:, skip:], batch["reward"][:, skip:],
+                                batch["discount"][:, skip:], n, cfg.discount)
+        count = real.features.shape[0]
+        real_take = int(round(cfg.batch_size * cfg.real_ratio))
+        imagined_take = cfg.batch_size - real_take
+        per_rollout = cfg.imagination_horizon + 1 - n
+        starts = flatten_time(features)
+        deter_size = self.world_model.rssm.deter_size
         metrics = {}
-        for _ in range(self.config.sac.updates_per_step):
-            index = self.rng.uniform([take], 0, count, dtype=tf.int64)
-            sample = [tf.gather(t, index) for t in transitions]
-            metrics = self.sac.update(*sample, rng=self.rng)
+        for _ in range(cfg.updates_per_step):
+            parts = []
+            if real_take:
+                parts.append(real.gather(self.rng.uniform([real_take], 0, count, dtype=tf.int64)))
+            if imagined_take:
+                rollouts = -(-imagined_take // per_rollout)
+                start = tf.gather(starts, self.rng.uniform([rollouts], 0, starts.shape[0], dtype=tf.int64))
+                start = {"deter": start[:, :deter_size], "stoch": start[:, deter_size:]}
+                imagined = imagined_transitions(self.world_model, self._actor_sample, start, cfg.imagination_horizon,
+                                                n, cfg.discount, self.rng)
+                parts.append(imagined.gather(tf.range(imagined_take)))
+            metrics = self.sac.update(*Transitions.concat(parts), rng=self.rng, steps=n)
         return metrics
+
+    def _actor_sample(self, features: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
+        return self.sac.act(features, noise, False)
+
+
+def flatten_time(x: tf.Tensor) -> tf.Tensor:
+    """[B, T, ...] -> [B * T, ...]."""
+    return tf.reshape(x, [-1, *x.shape[2:]])

@@ -1,0 +1,97 @@
+"""Where the SAC head's training transitions come from: real chunks (n-step) and imagined rollouts.
+
+A transition is `(features, action, reward, discount, next_features)` where `reward` is
+the n-step return `sum_k gamma^k (prod_{j<=k} d_j) r_k` and `discount` is the product of
+the episode discounts over the n steps, so the critic's target is
+`reward + gamma^n * discount * V(next_features)` (`SAC.critic_target(..., steps=n)`).
+
+Real transitions come from the posterior over a training chunk (aligned layout:
+`action[:, t + 1]` and `reward[:, t + 1]` follow the state at t). Imagined transitions
+come from open-loop rollouts of the RSSM prior under the current actor, started from
+posterior states (as MBPO does with its model, and Dreamer with its latent imagination);
+their rewards are the reward head's predictions and their discount is 1 (the model has no
+termination head: right for dm_control, which never terminates early).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from planet_sac.models.rssm import State
+from planet_sac.models.world_model import WorldModel
+
+
+class Transitions(NamedTuple):
+    """A flat batch of (n-step) transitions, every field [N, ...]."""
+
+    features: tf.Tensor
+    action: tf.Tensor
+    reward: tf.Tensor
+    discount: tf.Tensor
+    next_features: tf.Tensor
+
+    def gather(self, index: tf.Tensor) -> "Transitions":
+        return Transitions(*(tf.gather(field, index) for field in self))
+
+    @staticmethod
+    def concat(parts: list["Transitions"]) -> "Transitions":
+        return Transitions(*(tf.concat(fields, 0) for fields in zip(*parts)))
+
+
+def n_step_returns(reward: tf.Tensor, discount: tf.Tensor, n: int, gamma: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """n-step returns and discount products for every start t in [0, T - 1 - n] of [B, T] sequences.
+
+    `reward[:, t + 1]` and `discount[:, t + 1]` belong to the step from t to t + 1.
+    Returns `(R[B, T - n], D[B, T - n])` with
+    `R_t = sum_{k<n} gamma^k (prod_{j=1..k} d_{t+j}) r_{t+1+k}` and `D_t = prod_{j=1..n} d_{t+j}`.
+    """
+    length = reward.shape[1]
+    starts = length - n
+    returns = tf.zeros_like(reward[:, :starts])
+    alive = tf.ones_like(reward[:, :starts])
+    for k in range(n):
+        returns += gamma ** k * alive * reward[:, 1 + k:1 + k + starts]
+        alive *= discount[:, 1 + k:1 + k + starts]
+    return returns, alive
+
+
+def real_transitions(features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
+                     n: int, gamma: float) -> Transitions:
+    """n-step transitions of the posterior features [B, T, F] of training chunks, flattened to [B * (T - n)]."""
+    starts = features.shape[1] - n
+    returns, alive = n_step_returns(reward, discount, n, gamma)
+    flat = lambda t: tf.reshape(t, [-1, *t.shape[2:]])  # noqa: E731
+    return Transitions(flat(features[:, :starts]), flat(action[:, 1:1 + starts]), flat(returns), flat(alive),
+                       flat(features[:, n:n + starts]))
+
+
+def imagine(world_model: WorldModel, actor_sample, start: State, horizon: int,
+            rng: tf.random.Generator) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Rolls the prior `horizon` steps from [N] start states under `actor_sample(features, noise) -> action`.
+
+    Returns features [N, H + 1, F] (index 0 is the start), actions [N, H + 1, A] in the
+    aligned layout (index k + 1 led from state k to k + 1; index 0 is zero) and predicted
+    rewards [N, H + 1] (index k + 1 is the reward head's prediction at state k + 1).
+    Nothing here is differentiated: the head learns from these transitions like from data.
+    """
+    rssm = world_model.rssm
+    state = tf.nest.map_structure(tf.stop_gradient, start)
+    size = tf.shape(state["deter"])[0]
+    features, actions, rewards = [rssm.features(state)], [tf.zeros([size, world_model.action_size])], [tf.zeros([size])]
+    for _ in range(horizon):
+        action = actor_sample(features[-1], rng.normal([size, world_model.action_size]))
+        state = rssm.img_step(state, action, rng.normal([size, rssm.stoch_size]))
+        features.append(rssm.features(state))
+        actions.append(action)
+        rewards.append(world_model.predict_reward(state))
+    stack = lambda xs: tf.stop_gradient(tf.stack(xs, 1))  # noqa: E731
+    return stack(features), stack(actions), stack(rewards)
+
+
+def imagined_transitions(world_model: WorldModel, actor_sample, start: State, horizon: int, n: int, gamma: float,
+                         rng: tf.random.Generator) -> Transitions:
+    """n-step transitions along imagined rollouts from [N] start states: N * (horizon + 1 - n) of them."""
+    features, actions, rewards = imagine(world_model, actor_sample, start, horizon, rng)
+    return real_transitions(features, actions, rewards, tf.ones_like(rewards), n, gamma)

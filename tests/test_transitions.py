@@ -1,0 +1,104 @@
+"""SAC training transitions: n-step returns on real chunks and on imagined rollouts, checked in numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.config import SACConfig
+from planet_sac.control.sac import SAC
+from planet_sac.control.transitions import imagined_transitions, n_step_returns, real_transitions
+from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
+
+
+def numpy_n_step(reward, discount, n, gamma):
+    """By the definition: R_t = sum_k gamma^k (prod_{j=1..k} d_{t+j}) r_{t+1+k}, D_t = prod_{j=1..n} d_{t+j}."""
+    batch, length = reward.shape
+    returns, alive = np.zeros((batch, length - n)), np.zeros((batch, length - n))
+    for b in range(batch):
+        for t in range(length - n):
+            total, weight = 0.0, 1.0
+            for k in range(n):
+                total += gamma ** k * weight * reward[b, t + 1 + k]
+                weight *= discount[b, t + 1 + k]
+            returns[b, t], alive[b, t] = total, weight
+    return returns, alive
+
+
+def test_n_step_returns_stop_at_a_termination():
+    rng = np.random.default_rng(0)
+    reward = rng.normal(size=(2, 7)).astype(np.float32)
+    discount = np.ones((2, 7), np.float32)
+    discount[1, 4] = 0.0  # sequence 1 terminates on arriving at step 4: later rewards must not count
+    for n in (1, 3):
+        returns, alive = n_step_returns(tf.constant(reward), tf.constant(discount), n, 0.9)
+        expected_returns, expected_alive = numpy_n_step(reward, discount, n, 0.9)
+        np.testing.assert_allclose(returns.numpy(), expected_returns, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(alive.numpy(), expected_alive)
+    # By hand for n = 3, sequence 1, start 2: r3 + 0.9 r4 (then terminated), no bootstrap.
+    returns, alive = n_step_returns(tf.constant(reward), tf.constant(discount), 3, 0.9)
+    assert float(returns[1, 2]) == np.float32(reward[1, 3] + 0.9 * reward[1, 4])
+    assert float(alive[1, 2]) == 0.0
+
+
+def test_real_transitions_align_state_action_and_next_state():
+    batch, length, n = 2, 5, 2
+    features = np.arange(batch * length, dtype=np.float32).reshape(batch, length, 1)  # feature = 10 * b + t / 1
+    action = features + 100.0
+    reward = np.ones((batch, length), np.float32)
+    out = real_transitions(tf.constant(features), tf.constant(action), tf.constant(reward),
+                           tf.ones((batch, length)), n, 0.5)
+    starts = length - n
+    np.testing.assert_array_equal(out.features.numpy()[:, 0], features[:, :starts].reshape(-1))
+    np.testing.assert_array_equal(out.action.numpy()[:, 0], action[:, 1:1 + starts].reshape(-1))  # a_{t+1} follows z_t
+    np.testing.assert_array_equal(out.next_features.numpy()[:, 0], features[:, n:].reshape(-1))
+    np.testing.assert_allclose(out.reward.numpy(), np.full(batch * starts, 1.0 + 0.5))
+
+
+def test_critic_target_bootstraps_with_gamma_to_the_n():
+    sac = SAC(SACConfig(units=8, discount=0.9), feature_size=3, action_size=1, seed=0)
+    features, noise = tf.random.normal([4, 3], seed=1), tf.random.normal([4, 1], seed=2)
+    reward, discount = tf.constant([1.0, -2.0, 0.5, 0.0]), tf.constant([1.0, 1.0, 0.0, 1.0])
+    value_1 = sac.critic_target(tf.zeros([4]), tf.ones([4]), features, noise, steps=1).numpy()  # 0.9 V
+    value_3 = sac.critic_target(tf.zeros([4]), tf.ones([4]), features, noise, steps=3).numpy()  # 0.9^3 V
+    np.testing.assert_allclose(value_3, value_1 * 0.9 ** 2, rtol=1e-5)
+    target = sac.critic_target(reward, discount, features, noise, steps=3).numpy()
+    np.testing.assert_allclose(target, reward.numpy() + discount.numpy() * value_3, rtol=1e-5, atol=1e-6)
+
+
+def test_imagined_rollout_returns_follow_the_model_and_the_actor():
+    """Rollouts of the prior under a fixed actor, recomputed in numpy; their 2-step returns by hand."""
+    model = tiny_state_model()
+    horizon, n, gamma, size = 3, 2, 0.9, 2
+    start = model.rssm.initial(size)
+    start = {**start, "deter": tf.constant(np.random.default_rng(1).normal(size=(size, 6)), tf.float32)}
+    actor = lambda features, noise: 0.5 * tf.tanh(noise + 0.3 * tf.reduce_sum(features, -1, keepdims=True))  # noqa: E731
+    out = imagined_transitions(model, actor, start, horizon, n, gamma, tf.random.Generator.from_seed(7))
+
+    # The same random stream, in the same order: action noise [N, A], then latent noise [N, S], per step.
+    rng = tf.random.Generator.from_seed(7)
+    img_step = numpy_rssm(model)
+    reward_layers = [(layer.kernel.numpy(), layer.bias.numpy()) for layer in (*model.reward.hidden, model.reward.out)]
+
+    def reward_of(state):
+        x = np.concatenate([state["deter"], state["stoch"]], -1)
+        for kernel, bias in reward_layers[:-1]:
+            x = np.maximum(x @ kernel + bias, 0.0)
+        return (x @ reward_layers[-1][0] + reward_layers[-1][1])[:, 0]
+
+    state = {key: value.numpy().astype(np.float64) for key, value in start.items()}
+    features, actions, rewards = [np.concatenate([state["deter"], state["stoch"]], -1)], [], []
+    for _ in range(horizon):
+        action = 0.5 * np.tanh(rng.normal([size, 1]).numpy() + 0.3 * features[-1].sum(-1, keepdims=True))
+        state = img_step(state, action, rng.normal([size, 2]).numpy())
+        features.append(np.concatenate([state["deter"], state["stoch"]], -1))
+        actions.append(action)
+        rewards.append(reward_of(state))
+    # Start k of each rollout: R = r_{k+1} + gamma r_{k+2}, next state k + 2; rows ordered rollout-major.
+    expected_returns = [rewards[k][i] + gamma * rewards[k + 1][i] for i in range(size) for k in range(horizon + 1 - n)]
+    expected_next = [features[k + n][i] for i in range(size) for k in range(horizon + 1 - n)]
+    expected_action = [actions[k][i] for i in range(size) for k in range(horizon + 1 - n)]
+    np.testing.assert_allclose(out.reward.numpy(), expected_returns, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.next_features.numpy(), expected_next, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.action.numpy(), expected_action, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out.discount.numpy(), np.ones(size * (horizon + 1 - n)))

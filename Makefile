@@ -27,6 +27,9 @@ train: $(STAMP)
 evaluate: $(STAMP)
 	$(PY) -m planet_sac evaluate --logdir $(LOGDIR) --episodes 5 --policy random cem sac sac_guided_cem
 
+bench: $(STAMP)
+	$(PY) -m planet_sac bench --json bench/results/bench.json
+
 test: $(STAMP)
 	$(PY) -m pytest -q
 

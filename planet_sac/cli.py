@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
+    bench = commands.add_parser("bench", help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
+    bench.add_argument("--size", choices=["full", "tiny"], default="full", help="full: PlaNet's sizes; tiny: a quick check")
+    bench.add_argument("--reps", type=int, default=3, help="timed calls per figure (median), after one warm-up call")
+    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh)")
+
     variables = commands.add_parser("variables", help="list the variables (names and shapes) of a checkpoint")
     variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
     return parser
@@ -67,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from planet_sac.training.trainer import NonFiniteError
 
     try:
-        return {"train": _train, "collect": _collect, "evaluate": _evaluate, "variables": _variables}[args.command](args)
+        return {"train": _train, "collect": _collect, "evaluate": _evaluate, "variables": _variables,
+                "bench": _bench}[args.command](args)
     except (ConfigError, CheckpointError, BadEpisodeError, NonFiniteError, ValueError, OSError, TimeoutError,
             tf.errors.OpError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
@@ -124,6 +131,21 @@ def _evaluate(args: argparse.Namespace) -> int:
         result = evaluate(args.logdir, args.episodes, policy, seed=args.seed, video=video, overrides=args.set)
         print(f"{policy:<16}{result['mean']:>10.1f}{result['std']:>10.1f}{result['min']:>10.1f}{result['max']:>10.1f}", flush=True)
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import json
+
+    from planet_sac import benchmark
+
+    if args.reps < 1:
+        raise ConfigError(f"--reps={args.reps}: must be >= 1")
+    results = benchmark.run(args.size, args.reps, args.peer)
+    print(benchmark.table(results))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(results, file, indent=2)
     return 0
 
 

@@ -1,0 +1,265 @@
+"""`planet-sac bench`: the speed figures that matter to a PlaNet user, measured in one run.
+
+Everything is timed after a warm-up call (tracing and compilation excluded) as the median
+of `reps` calls. `--size full` uses PlaNet's sizes (64x64x3 images, RSSM 200/30/200, conv
+depth 32, CEM 12/1000/10/100, action size 6 as cheetah); `--size tiny` is a seconds-long
+smoke run of the same code with small sizes (the test suite uses it). With `peer`, the
+mbrl-lib PlaNet (PyTorch) is timed in the same run by `../shared/bench/peer_mbrl_planet.py`,
+so ratios are comparable even on a shared, noisy machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.config import Config, apply_overrides
+from planet_sac.control import cem
+from planet_sac.control.sac import SAC
+from planet_sac.models.world_model import WorldModel
+from planet_sac.training.learner import Learner
+
+ACTION_SIZE = 6
+PEER_SCRIPT = "../shared/bench/peer_mbrl_planet.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """The shapes one benchmark run uses."""
+
+    updates: tuple[tuple[int, int], ...]  # (batch, chunk length) of the timed updates
+    overrides: tuple[str, ...]  # config overrides on top of PlaNet's defaults
+    envs: tuple[int, ...]  # batch sizes (environments) of the timed CEM actions
+    loader_episodes: int
+    loader_length: int
+    matmul_rows: int
+
+
+SIZES = {
+    "full": Size(updates=((50, 50), (16, 50)), overrides=(), envs=(1, 4), loader_episodes=20, loader_length=500,
+                 matmul_rows=1000),
+    "tiny": Size(updates=((4, 10),), overrides=("model.deter_size=16", "model.stoch_size=4", "model.hidden_size=16",
+                                                 "model.cnn_depth=4", "model.reward_units=8", "cem.horizon=3",
+                                                 "cem.candidates=32", "cem.iterations=2", "cem.top_k=4", "sac.units=16"),
+                 envs=(1, 2), loader_episodes=3, loader_length=60, matmul_rows=64),
+}
+
+
+def median_time(fn: Callable[[], object], reps: int) -> float:
+    """Median wall-clock seconds of `reps` calls of `fn`, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def machine() -> dict:
+    """CPU model, core count and the instruction-set flags that decide bfloat16 speed."""
+    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "tensorflow": tf.__version__}
+    try:
+        with open("/proc/cpuinfo") as file:
+            text = file.read()
+    except OSError:  # not Linux: the CPU model from platform is all we know
+        return info
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
+    if model:
+        info["cpu"] = model.group(1).strip()
+    present = set(flags.group(1).split()) if flags else set()
+    info.update({flag: flag in present for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")})
+    return info
+
+
+def matmul_rate(dtype: tf.DType, rows: int, size: int, reps: int, chain: int = 10) -> float:
+    """GFLOP/s of a chain of dependent [rows, size] x [size, size] matmuls (no common subexpressions to fold)."""
+    a = tf.Variable(tf.random.normal([rows, size], seed=0) * 0.05)
+    b = tf.Variable(tf.random.normal([size, size], seed=1) * 0.05)
+
+    @tf.function
+    def chained():
+        x, w = tf.cast(a, dtype), tf.cast(b, dtype)
+        for _ in range(chain):
+            x = tf.matmul(x, w) + x
+        return tf.reduce_sum(tf.cast(x, tf.float32))
+
+    seconds = median_time(lambda: chained().numpy(), reps)
+    return 2.0 * rows * size * size * chain / seconds / 1e9
+
+
+def image_batch(batch: int, length: int, seed: int = 0) -> dict[str, tf.Tensor]:
+    rng = np.random.default_rng(seed)
+    return {
+        "image": tf.constant(rng.integers(0, 256, (batch, length, 64, 64, 3), dtype=np.uint8)),
+        "action": tf.constant(rng.uniform(-1, 1, (batch, length, ACTION_SIZE)).astype(np.float32)),
+        "reward": tf.constant(rng.normal(size=(batch, length)).astype(np.float32)),
+        "discount": tf.ones((batch, length)),
+    }
+
+
+def time_update(config: Config, batch: int, length: int, reps: int) -> float:
+    """Seconds of one compiled world-model update (SAC off) on a [batch, length] image chunk."""
+    config = apply_overrides(config, ["sac.updates_per_step=0"])
+    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
+    learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
+    data = image_batch(batch, length)
+    return median_time(lambda: learner.update(data)["loss/total"].numpy(), reps)
+
+
+def planning_flops(model: WorldModel, config: Config, envs: int) -> float:
+    """Useful floating-point work of one CEM action: 2 x (matmul sizes) per imagined step, counted from the layers.
+
+    Per candidate and horizon step: the prior (input layer, GRU gates and candidate,
+    hidden and output layers) and the reward head. Elementwise work is not counted.
+    """
+    rssm = model.rssm
+    kernels = [rssm.prior_in.kernel, rssm.gru.gates_kernel, rssm.gru.candidate_kernel, rssm.prior_hidden.kernel,
+               rssm.prior_out.kernel] + [layer.kernel for layer in (*model.reward.hidden, model.reward.out)]
+    per_step = sum(2.0 * int(np.prod(kernel.shape)) for kernel in kernels)
+    c = config.cem
+    return per_step * c.candidates * c.horizon * c.iterations * envs
+
+
+def time_actions(config: Config, envs: tuple[int, ...], reps: int) -> dict:
+    """Seconds of one CEM action per environment (batched over `envs`) and milliseconds of one SAC action."""
+    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
+    sac = SAC(config.sac, model.rssm.feature_size, ACTION_SIZE)
+    rng = tf.random.Generator.from_seed(0)
+    result: dict = {"cem_action_s": {}, "cem_gflops_per_s": {}}
+    for count in envs:
+        state = model.rssm.initial(count)
+        obs = tf.zeros([count, 64, 64, 3], tf.uint8)
+
+        @tf.function(autograph=False)
+        def cem_action():
+            embed = model.embed(obs, model.observation_noise(rng, obs))
+            latent, _ = model.rssm.obs_step(state, tf.zeros([count, ACTION_SIZE]), embed, tf.zeros([count, model.rssm.stoch_size]))
+            return cem.plan(model, latent, config.cem, rng)
+
+        seconds = median_time(lambda: cem_action().numpy(), reps)
+        result["cem_action_s"][str(count)] = seconds / count
+        result["cem_gflops_per_s"][str(count)] = planning_flops(model, config, count) / seconds / 1e9
+
+    state = model.rssm.initial(1)
+    obs = tf.zeros([1, 64, 64, 3], tf.uint8)
+
+    @tf.function(autograph=False)
+    def sac_action():
+        embed = model.embed(obs, model.observation_noise(rng, obs))
+        latent, _ = model.rssm.obs_step(state, tf.zeros([1, ACTION_SIZE]), embed, tf.zeros([1, model.rssm.stoch_size]))
+        return sac.act(model.rssm.features(latent), tf.zeros([1, ACTION_SIZE]), True)
+
+    result["sac_action_ms"] = 1000.0 * median_time(lambda: sac_action().numpy(), max(reps, 20))
+    return result
+
+
+def time_loader(episodes: int, length: int, batch: int, chunk: int, batches: int = 20) -> dict:
+    """Chunks per second of the streaming replay (tf.data) and its cache size against the raw arrays."""
+    from planet_sac.episodes.loader import make_dataset
+    from planet_sac.episodes.storage import save_episode
+
+    directory = tempfile.mkdtemp(prefix="planet_sac_bench_")
+    try:
+        rng = np.random.default_rng(0)
+        raw = 0
+        for _ in range(episodes):
+            episode = {"image": rng.integers(0, 256, (length + 1, 64, 64, 3), dtype=np.uint8),
+                       "action": rng.uniform(-1, 1, (length + 1, ACTION_SIZE)).astype(np.float32),
+                       "reward": rng.normal(size=length + 1).astype(np.float32),
+                       "discount": np.ones(length + 1, np.float32)}
+            raw += sum(value.nbytes for value in episode.values())
+            save_episode(directory, episode)
+        dataset, replay = make_dataset(directory, batch, chunk, seed=0)
+        iterator = iter(dataset)
+        seconds = median_time(lambda: [next(iterator) for _ in range(batches)], 3)
+        return {"loader_chunks_per_s": batch * batches / seconds, "cache_bytes_ratio": replay.stats["cache_bytes"] / raw}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_peer(python: str, batch: int, length: int, reps: int, plan: bool) -> dict:
+    """mbrl-lib PlaNet's update (and, if `plan`, CEM action) times, in seconds."""
+    if not os.path.exists(PEER_SCRIPT):
+        raise FileNotFoundError(f"{PEER_SCRIPT} not found: run planet-sac bench from the repository root")
+    command = [python, PEER_SCRIPT, "--action-dim", str(ACTION_SIZE), "--batch", str(batch), "--seq", str(length),
+               "--train-reps", str(reps), "--plan-reps", str(reps)] + ([] if plan else ["--skip-plan"])
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    train = re.search(r"TRAIN .*?median ([\d.]+)\s?s", out)
+    if train is None:
+        raise RuntimeError(f"unexpected output of the peer benchmark: {out[-300:]!r}")
+    result = {"update_s": float(train.group(1))}
+    plans = [float(value) for value in re.findall(r"PLAN .*?median ([\d.]+)\s?s", out)]  # agent.act, optimize w/o tiling
+    if plans:
+        result["cem_action_s"] = min(plans)  # the faster of the two, as the peer's README asks
+    return result
+
+
+def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
+    """All figures of one benchmark run, as the JSON `planet-sac bench --json` writes."""
+    shape = SIZES[size]
+    config = apply_overrides(Config(), list(shape.overrides))
+    results: dict = {"size": size, "reps": reps, "machine": machine()}
+    matmul_size = config.model.hidden_size + config.model.deter_size  # the GRU's input width
+    results["matmul_gflops_per_s"] = {dtype.name: matmul_rate(dtype, shape.matmul_rows, matmul_size, reps)
+                                      for dtype in (tf.float32, tf.bfloat16)}
+    results["train_update_s"] = {f"{b}x{t}": time_update(config, b, t, reps) for b, t in shape.updates}
+    results.update(time_actions(config, shape.envs, reps))
+    batch, length = shape.updates[-1]
+    results.update(time_loader(shape.loader_episodes, shape.loader_length, batch, length))
+    results["training_chunks_per_s"] = {key: int(key.split("x")[0]) / seconds
+                                        for key, seconds in results["train_update_s"].items()}
+    if peer:
+        results["peer"] = {}
+        for index, (b, t) in enumerate(shape.updates):
+            measured = run_peer(peer, b, t, reps, plan=index == 0)
+            results["peer"].setdefault("train_update_s", {})[f"{b}x{t}"] = measured["update_s"]
+            if "cem_action_s" in measured:
+                results["peer"]["cem_action_s"] = measured["cem_action_s"]
+        results["peer_ratio"] = {f"train_update_{key}": results["peer"]["train_update_s"][key] / seconds
+                                 for key, seconds in results["train_update_s"].items()}
+        if "cem_action_s" in results["peer"]:
+            results["peer_ratio"]["cem_action"] = results["peer"]["cem_action_s"] / results["cem_action_s"]["1"]
+    return results
+
+
+def table(results: dict) -> str:
+    """The results as a readable table (one line a figure)."""
+    m = results["machine"]
+    flags = ", ".join(flag for flag in ("avx512_bf16", "amx_bf16") if m.get(flag)) or "no bfloat16 instructions"
+    lines = [f"planet-sac bench ({results['size']}, median of {results['reps']}) on {m['cpu']}, {m['cores']} cores ({flags})"]
+
+    def row(name: str, value: str, peer: str = "") -> None:
+        lines.append(f"  {name:<34}{value:>16}{peer:>28}")
+
+    for dtype, rate in results["matmul_gflops_per_s"].items():
+        row(f"matmul {dtype}", f"{rate:.0f} GFLOP/s")
+    peer = results.get("peer", {})
+    ratio = results.get("peer_ratio", {})
+    for key, seconds in results["train_update_s"].items():
+        other = peer.get("train_update_s", {}).get(key)
+        row(f"world-model update {key}", f"{seconds:.3f} s",
+            f"mbrl-lib {other:.3f} s ({ratio[f'train_update_{key}']:.2f}x)" if other else "")
+    for envs, seconds in results["cem_action_s"].items():
+        other = peer.get("cem_action_s") if envs == "1" else None
+        row(f"CEM action, {envs} env(s), per env", f"{seconds:.3f} s",
+            f"mbrl-lib {other:.3f} s ({ratio['cem_action']:.2f}x)" if other else "")
+        row(f"CEM useful work, {envs} env(s)", f"{results['cem_gflops_per_s'][envs]:.0f} GFLOP/s")
+    row("SAC action", f"{results['sac_action_ms']:.2f} ms")
+    row("loader (tf.data)", f"{results['loader_chunks_per_s']:.0f} chunks/s")
+    for key, rate in results["training_chunks_per_s"].items():
+        row(f"training consumes at {key}", f"{rate:.1f} chunks/s")
+    row("replay cache / raw bytes", f"{results['cache_bytes_ratio']:.3f}")
+    return "\n".join(lines)

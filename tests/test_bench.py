@@ -1,0 +1,40 @@
+"""`planet-sac bench` at a tiny size: every documented figure is there and plausible (no timing assertion)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from planet_sac.benchmark import SIZES, planning_flops
+
+
+def test_bench_writes_every_documented_key(tmp_path):
+    out = tmp_path / "bench.json"
+    run = subprocess.run([sys.executable, "-m", "planet_sac", "bench", "--size", "tiny", "--reps", "1", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads(out.read_text())
+    for key in ("train_update_s", "cem_action_s", "sac_action_ms", "loader_chunks_per_s", "cache_bytes_ratio",
+                "cem_gflops_per_s", "matmul_gflops_per_s", "machine"):
+        assert key in results, key
+    assert set(results["train_update_s"]) == {"4x10"}
+    assert set(results["cem_action_s"]) == {"1", "2"}
+    assert set(results["matmul_gflops_per_s"]) == {"float32", "bfloat16"}
+    assert {"cpu", "cores", "avx512_bf16", "amx_bf16"} <= results["machine"].keys()
+    assert all(value > 0 for value in results["cem_action_s"].values())
+    assert 0.9 < results["cache_bytes_ratio"] < 1.1  # images stay uint8 in the cache
+    assert "CEM action" in run.stdout and "GFLOP/s" in run.stdout
+
+
+def test_planning_flops_counted_from_the_layer_sizes():
+    """PlaNet's sizes by hand: per imagined step 2 x (36x200 + 400x400 + 400x200 + 200x200 + 200x60
+    + 230x100 + 100x100 + 100x1) multiply-adds, times 1000 candidates x 12 steps x 10 iterations."""
+    from planet_sac.config import Config
+    from planet_sac.models.world_model import WorldModel
+
+    assert SIZES["full"].overrides == ()
+    config = Config()
+    model = WorldModel(config.model, "image", (64, 64, 3), 6)
+    per_step = 2 * (36 * 200 + 400 * 400 + 400 * 200 + 200 * 200 + 200 * 60 + 230 * 100 + 100 * 100 + 100 * 1)
+    assert planning_flops(model, config, envs=2) == per_step * 1000 * 12 * 10 * 2

@@ -132,6 +132,8 @@ class CEMConfig:
     iterations: int = 10
     top_k: int = 100
     discount: float = 0.99  # discount of predicted rewards in the planning objective (PlaNet's planner: 0.99)
+    precision: Literal["float32", "bfloat16"] = "float32"  # dtype of the imagined rollouts (bfloat16: CPUs with AVX512-BF16/AMX)
+    warm_start: bool = False  # start each step's search from the previous step's plan, shifted by one step (iCEM, TD-MPC)
     exploration_noise: float = 0.3  # Gaussian noise added to planned actions in the train phase
     guide_fraction: float = 0.5  # sac_guided_cem: share of the population drawn from the actor
 

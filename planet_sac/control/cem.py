@@ -41,7 +41,7 @@ def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float) ->
         states = world_model.rssm.imagine(state, actions, noise)
         rewards = world_model.predict_reward(states)  # [N, H]
         horizon = actions.shape[1]
-        returns = tf.reduce_sum(rewards * discount ** tf.range(horizon, dtype=tf.float32), 1)
+        returns = tf.reduce_sum(rewards * discount ** tf.range(horizon, dtype=rewards.dtype), 1)
         if sac is None:
             return returns
         last = tf.nest.map_structure(lambda t: t[:, -1], states)
@@ -55,11 +55,24 @@ def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float) ->
 def plan(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.random.Generator,
          sac: SAC | None = None, guide_fraction: float = 0.0, score: ReturnFn | None = None) -> tf.Tensor:
     """Plans for a batch of [B] latent states; returns the first planned action [B, A] in [-1, 1]."""
+    return search(world_model, state, config, rng, sac, guide_fraction, score)[0]
+
+
+def search(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.random.Generator,
+           sac: SAC | None = None, guide_fraction: float = 0.0, score: ReturnFn | None = None,
+           initial_mean: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """The CEM search behind `plan`: returns the first action [B, A] and the final plan mean [B, H, A].
+
+    `initial_mean` [B, H, A] replaces the zero mean of the first iteration (a warm start
+    from the previous step's plan, see `shift_plan`); the stddev always starts at 1.
+    Rollouts run in `config.precision`; returns are ranked in float32.
+    """
     batch = tf.shape(state["deter"])[0]
     horizon, total, top_k = config.horizon, config.candidates, config.top_k
     action_size = world_model.action_size
+    dtype = tf.as_dtype(config.precision)
     score = score or rollout_return(world_model, sac, config.discount)
-    start = _tile(state, total)
+    start = tf.nest.map_structure(lambda t: tf.cast(t, dtype), _tile(state, total))  # tiled once, not per iteration
     guided = int(round(guide_fraction * total)) if sac is not None else 0
     sampled = total - guided
 
@@ -71,17 +84,26 @@ def plan(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.rando
     def iteration(i, mean, std):
         samples = mean + std * rng.normal([batch, sampled, horizon, action_size])
         candidates = tf.concat([tf.clip_by_value(samples, -1.0, 1.0), guide_actions], 1)
-        flat = tf.reshape(candidates, [batch * total, horizon, action_size])
-        returns = tf.reshape(score(start, flat, rng.normal([batch * total, horizon, world_model.rssm.stoch_size])), [batch, total])
-        _, elite_index = tf.math.top_k(returns, top_k)
+        flat = tf.cast(tf.reshape(candidates, [batch * total, horizon, action_size]), dtype)
+        noise = tf.cast(rng.normal([batch * total, horizon, world_model.rssm.stoch_size]), dtype)
+        returns = tf.reshape(tf.cast(score(start, flat, noise), tf.float32), [batch, total])
+        _, elite_index = tf.math.top_k(returns, top_k, sorted=False)  # the elites' order does not matter
         elites = tf.gather(candidates, elite_index, batch_dims=1)  # [B, K, H, A]
         mean, variance = tf.nn.moments(elites, 1, keepdims=True)
         return i + 1, mean, tf.sqrt(variance + 1e-6)
 
-    mean = tf.zeros([batch, 1, horizon, action_size])
+    if initial_mean is None:
+        mean = tf.zeros([batch, 1, horizon, action_size])
+    else:
+        mean = initial_mean[:, None]
     std = tf.ones([batch, 1, horizon, action_size])
     _, mean, _ = tf.while_loop(lambda i, *_: i < config.iterations, iteration, (tf.constant(0), mean, std))
-    return tf.clip_by_value(mean[:, 0, 0], -1.0, 1.0)
+    return tf.clip_by_value(mean[:, 0, 0], -1.0, 1.0), mean[:, 0]
+
+
+def shift_plan(mean: tf.Tensor) -> tf.Tensor:
+    """The previous step's plan [B, H, A] moved one step forward, with a zero action appended (iCEM, TD-MPC)."""
+    return tf.concat([mean[:, 1:], tf.zeros_like(mean[:, :1])], 1)
 
 
 def _actor_trajectories(world_model: WorldModel, sac: SAC, state: State, horizon: int, rng: tf.random.Generator) -> tf.Tensor:

@@ -19,7 +19,7 @@ from planet_sac.models.rssm import State
 from planet_sac.models.world_model import WorldModel
 
 PHASES = ("train", "test")
-PolicyState = tuple[State, tf.Tensor]  # (latent posterior, previous action)
+PolicyState = tuple[State, tf.Tensor, tf.Tensor]  # (latent posterior, previous action, CEM plan [B, H, A])
 
 
 class Policy(tf.Module):
@@ -41,7 +41,8 @@ class Policy(tf.Module):
         obs_dtype = tf.uint8 if world_model.obs_key == "image" else tf.float32
         self.compiled = tf.function(self._act, autograph=False, input_signature=[
             tf.TensorSpec([None, *world_model.obs_shape], obs_dtype),
-            (latent_spec, tf.TensorSpec([None, world_model.action_size], tf.float32)),
+            (latent_spec, tf.TensorSpec([None, world_model.action_size], tf.float32),
+             tf.TensorSpec([None, cem_config.horizon, world_model.action_size], tf.float32)),
             tf.TensorSpec([], tf.int32),
         ])
 
@@ -58,11 +59,13 @@ class Policy(tf.Module):
                 self.phase_policy[index].assign(POLICIES.index(name))
 
     def initial_state(self, batch_size: int) -> PolicyState:
-        return self.world_model.rssm.initial(batch_size), tf.zeros([batch_size, self.world_model.action_size])
+        action_size, horizon = self.world_model.action_size, self.cem_config.horizon
+        return (self.world_model.rssm.initial(batch_size), tf.zeros([batch_size, action_size]),
+                tf.zeros([batch_size, horizon, action_size]))
 
     def _act(self, obs: tf.Tensor, state: PolicyState, phase: tf.Tensor) -> tuple[tf.Tensor, PolicyState]:
         self.traces += 1  # Python side effect: runs once per trace, never per call.
-        latent, prev_action = state
+        latent, prev_action, previous_plan = state
         batch = tf.shape(obs)[0]
         action_size = self.world_model.action_size
         rssm = self.world_model.rssm
@@ -74,28 +77,31 @@ class Policy(tf.Module):
         latent, _ = rssm.obs_step(latent, prev_action, embed, latent_noise)
         features = rssm.features(latent)
         noise = self.cem_config.exploration_noise * explore_scale
+        warm = cem.shift_plan(previous_plan) if self.cem_config.warm_start else None
 
         def explore(action: tf.Tensor) -> tf.Tensor:
             return tf.clip_by_value(action + noise * self.rng.normal(tf.shape(action)), -1.0, 1.0)
 
-        def random() -> tf.Tensor:
-            return self.rng.uniform([batch, action_size], -1.0, 1.0)
+        def random() -> tuple[tf.Tensor, tf.Tensor]:
+            return self.rng.uniform([batch, action_size], -1.0, 1.0), previous_plan
 
-        def plan() -> tf.Tensor:
-            return explore(cem.plan(self.world_model, latent, self.cem_config, self.rng))
+        def plan() -> tuple[tf.Tensor, tf.Tensor]:
+            action, mean = cem.search(self.world_model, latent, self.cem_config, self.rng, initial_mean=warm)
+            return explore(action), mean
 
-        def actor() -> tf.Tensor:
-            return self.sac.act(features, self.rng.normal([batch, action_size]), tf.logical_not(training))
+        def actor() -> tuple[tf.Tensor, tf.Tensor]:
+            return self.sac.act(features, self.rng.normal([batch, action_size]), tf.logical_not(training)), previous_plan
 
-        def guided() -> tf.Tensor:
-            return explore(cem.plan(self.world_model, latent, self.cem_config, self.rng, self.sac,
-                                    self.cem_config.guide_fraction))
+        def guided() -> tuple[tf.Tensor, tf.Tensor]:
+            action, mean = cem.search(self.world_model, latent, self.cem_config, self.rng, self.sac,
+                                      self.cem_config.guide_fraction, initial_mean=warm)
+            return explore(action), mean
 
         branches = {"random": random, "cem": plan, "sac": actor, "sac_guided_cem": guided}
         index = tf.gather(self.phase_policy, phase)  # holds POLICIES.index(name) of each phase's policy
-        action = tf.switch_case(index, [branches[name] for name in POLICIES])
+        action, mean = tf.switch_case(index, [branches[name] for name in POLICIES])
         action = tf.ensure_shape(action, [None, action_size])
-        return action, (latent, action)
+        return action, (latent, action, mean)
 
     def act(self, obs: Mapping[str, tf.Tensor] | tf.Tensor, state: PolicyState, phase: str) -> tuple[tf.Tensor, PolicyState]:
         """Convenience wrapper taking the observation dict and the phase name."""

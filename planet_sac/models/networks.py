@@ -40,8 +40,14 @@ class Dense(tf.Module):
         self.activation = activation
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        y = tf.matmul(x, self.kernel) + self.bias
+        """Computes in x's dtype: float32 weights are cast for bfloat16 inputs (planning in bfloat16)."""
+        y = tf.matmul(x, _as(self.kernel, x)) + _as(self.bias, x)
         return self.activation(y) if self.activation else y
+
+
+def _as(variable: tf.Variable, like: tf.Tensor) -> tf.Tensor:
+    """The variable in `like`'s dtype (a no-op for float32)."""
+    return variable if variable.dtype == like.dtype else tf.cast(variable, like.dtype)
 
 
 class MLP(tf.Module):
@@ -135,9 +141,10 @@ class GRUCell(tf.Module):
         self.size = size
 
     def __call__(self, x: tf.Tensor, h: tf.Tensor) -> tf.Tensor:
-        gates = tf.sigmoid(tf.matmul(tf.concat([x, h], -1), self.gates_kernel) + self.gates_bias)
+        gates = tf.sigmoid(tf.matmul(tf.concat([x, h], -1), _as(self.gates_kernel, x)) + _as(self.gates_bias, x))
         reset, update = tf.split(gates, 2, -1)
-        candidate = tf.tanh(tf.matmul(tf.concat([x, reset * h], -1), self.candidate_kernel) + self.candidate_bias)
+        candidate = tf.tanh(tf.matmul(tf.concat([x, reset * h], -1), _as(self.candidate_kernel, x))
+                            + _as(self.candidate_bias, x))
         return update * h + (1.0 - update) * candidate
 
 

@@ -113,7 +113,7 @@ def image_batch(batch: int, length: int, seed: int = 0) -> dict[str, tf.Tensor]:
 def time_update(config: Config, batch: int, length: int, reps: int) -> float:
     """Seconds of one compiled world-model update (SAC off) on a [batch, length] image chunk."""
     config = apply_overrides(config, ["sac.updates_per_step=0"])
-    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
+    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE, precision=config.optim.precision)
     learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
     data = image_batch(batch, length)
     return median_time(lambda: learner.update(data)["loss/total"].numpy(), reps)

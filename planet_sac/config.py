@@ -112,6 +112,7 @@ class OptimConfig:
     grad_clip: float = 1000.0
     accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update
     jit_compile: bool = False
+    precision: Literal["float32", "mixed_bfloat16"] = "float32"  # mixed_bfloat16: conv encoder/decoder in bfloat16
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
 
     def validate(self) -> None:

@@ -71,3 +71,25 @@ def test_transposed_conv_from_1x1_equals_tensorflows_op():
     x = tf.random.normal([3, 1, 1, 16], seed=0)
     expected = tf.nn.conv2d_transpose(x, layer.kernel, [3, 5, 5, 8], 2, "VALID") + layer.bias
     np.testing.assert_allclose(layer(x).numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_mixed_bfloat16_computes_convolutions_in_bfloat16_and_keeps_float32_weights_and_loss():
+    """Same weights (same seed), same batch and noise: the loss agrees to bfloat16's precision, not bitwise."""
+    config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4, reward_units=8)
+    full = WorldModel(config, "image", (64, 64, 3), 1, seed=2)
+    mixed = WorldModel(config, "image", (64, 64, 3), 1, seed=2, precision="mixed_bfloat16")
+    rng = np.random.default_rng(0)
+    batch = {"image": tf.constant(rng.integers(0, 256, (2, 3, 64, 64, 3), dtype=np.uint8)),
+             "action": tf.constant(rng.uniform(-1, 1, (2, 3, 1)).astype(np.float32)),
+             "reward": tf.constant(rng.normal(size=(2, 3)).astype(np.float32))}
+    noise = full.sample_noise(tf.random.Generator.from_seed(1), 2, 3)
+    with tf.GradientTape() as tape:
+        loss_mixed = mixed.loss(batch, noise)[0]
+    grads = tape.gradient(loss_mixed, mixed.trainable_variables)
+    loss_full = full.loss(batch, noise)[0]
+    assert loss_mixed.dtype == tf.float32 and all(g.dtype == tf.float32 for g in grads)
+    assert all(v.dtype == tf.float32 for v in mixed.variables)
+    assert float(loss_mixed) != float(loss_full)  # the convolutions really ran in bfloat16
+    np.testing.assert_allclose(float(loss_mixed), float(loss_full), rtol=1e-2)
+    x = tf.zeros([1, 64, 64, 3])
+    assert mixed.encoder.convs[0](tf.cast(x, mixed.encoder.compute_dtype)).dtype == tf.bfloat16

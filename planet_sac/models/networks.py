@@ -86,7 +86,7 @@ class Conv2D(tf.Module):
         self.activation = activation
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        y = tf.nn.conv2d(x, self.kernel, self.stride, "VALID") + self.bias
+        y = tf.nn.conv2d(x, _as(self.kernel, x), self.stride, "VALID") + _as(self.bias, x)
         return self.activation(y) if self.activation else y
 
 
@@ -117,11 +117,11 @@ class Conv2DTranspose(tf.Module):
             # From a 1x1 input the transposed convolution is exactly a matmul, and TensorFlow's CPU kernel
             # for this case is ~100x slower than one (16 s vs 0.1 s for PlaNet's first decoder layer at 800 images).
             k, out_channels, in_channels = self.kernel_size, self.out_channels, x.shape[3]
-            weights = tf.transpose(tf.reshape(self.kernel, [k * k * out_channels, in_channels]))
+            weights = tf.transpose(tf.reshape(_as(self.kernel, x), [k * k * out_channels, in_channels]))
             y = tf.reshape(tf.matmul(tf.reshape(x, [-1, in_channels]), weights), [batch, k, k, out_channels])
         else:
-            y = tf.nn.conv2d_transpose(x, self.kernel, [batch, size, size, self.out_channels], self.stride, "VALID")
-        y = y + self.bias
+            y = tf.nn.conv2d_transpose(x, _as(self.kernel, x), [batch, size, size, self.out_channels], self.stride, "VALID")
+        y = y + _as(self.bias, x)
         return self.activation(y) if self.activation else y
 
 
@@ -151,8 +151,10 @@ class GRUCell(tf.Module):
 class ConvEncoder(tf.Module):
     """PlaNet's image encoder: four stride-2 4x4 convolutions (32/64/128/256) -> 1024 features."""
 
-    def __init__(self, depth: int = 32, image_size: int = 64, seed: int = 0, name: str = "encoder"):
+    def __init__(self, depth: int = 32, image_size: int = 64, seed: int = 0, compute_dtype: tf.DType = tf.float32,
+                 name: str = "encoder"):
         super().__init__(name=name)
+        self.compute_dtype = compute_dtype  # bfloat16: mixed precision (float32 weights, bfloat16 arithmetic)
         with self.name_scope:
             channels = [3, depth, 2 * depth, 4 * depth, 8 * depth]
             self.convs = [Conv2D(a, b, 4, 2, tf.nn.relu, seed, name=f"conv{i}") for i, (a, b) in enumerate(zip(channels[:-1], channels[1:]))]
@@ -164,17 +166,19 @@ class ConvEncoder(tf.Module):
     def __call__(self, image: tf.Tensor) -> tf.Tensor:
         """[..., H, W, 3] float -> [..., embed_size]; leading dims are folded into one batch."""
         lead = tf.shape(image)[:-3]
-        x = tf.reshape(image, tf.concat([[-1], tf.shape(image)[-3:]], 0))
+        x = tf.cast(tf.reshape(image, tf.concat([[-1], tf.shape(image)[-3:]], 0)), self.compute_dtype)
         for conv in self.convs:
             x = conv(x)
-        return tf.reshape(x, tf.concat([lead, [self.embed_size]], 0))
+        return tf.cast(tf.reshape(x, tf.concat([lead, [self.embed_size]], 0)), tf.float32)
 
 
 class ConvDecoder(tf.Module):
     """PlaNet's image decoder: dense -> 1x1x(32*depth) -> four transposed convolutions -> 64x64x3 mean."""
 
-    def __init__(self, feature_size: int, depth: int = 32, seed: int = 0, name: str = "decoder"):
+    def __init__(self, feature_size: int, depth: int = 32, seed: int = 0, compute_dtype: tf.DType = tf.float32,
+                 name: str = "decoder"):
         super().__init__(name=name)
+        self.compute_dtype = compute_dtype  # bfloat16: mixed precision (float32 weights, bfloat16 arithmetic)
         with self.name_scope:
             self.dense = Dense(feature_size, 32 * depth, None, seed, name="dense")
             self.deconvs = [
@@ -188,9 +192,9 @@ class ConvDecoder(tf.Module):
     def __call__(self, features: tf.Tensor) -> tf.Tensor:
         """[..., F] -> [..., 64, 64, 3] mean of a unit-variance Gaussian over preprocessed pixels."""
         lead = tf.shape(features)[:-1]
-        x = self.dense(tf.reshape(features, [-1, features.shape[-1]]))
+        x = self.dense(tf.cast(tf.reshape(features, [-1, features.shape[-1]]), self.compute_dtype))
         x = tf.reshape(x, [-1, 1, 1, 32 * self.depth])
         for deconv in self.deconvs:
             x = deconv(x)
-        return tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], 0))
+        return tf.cast(tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], 0)), tf.float32)
 

@@ -25,7 +25,9 @@ class WorldModel(tf.Module):
     """PlaNet's latent dynamics model for `image` or `state` observations."""
 
     def __init__(self, config: ModelConfig, obs_key: str, obs_shape: tuple[int, ...], action_size: int,
-                 seed: int = 0, name: str = "world_model"):
+                 seed: int = 0, precision: str = "float32", name: str = "world_model"):
+        """`precision="mixed_bfloat16"` runs the conv encoder and decoder in bfloat16 (weights, the RSSM,
+        its distributions and every loss term stay float32)."""
         super().__init__(name=name)
         if obs_key == "image" and tuple(obs_shape) != (64, 64, 3):
             raise ValueError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}")
@@ -33,9 +35,10 @@ class WorldModel(tf.Module):
         self.obs_key = obs_key
         self.obs_shape = tuple(obs_shape)
         self.action_size = action_size
+        compute_dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}[precision]
         with self.name_scope:
             if obs_key == "image":
-                self.encoder = ConvEncoder(config.cnn_depth, obs_shape[0], seed, name="encoder")
+                self.encoder = ConvEncoder(config.cnn_depth, obs_shape[0], seed, compute_dtype, name="encoder")
                 embed_size = self.encoder.embed_size
             else:
                 embed_size = config.mlp_units
@@ -44,7 +47,7 @@ class WorldModel(tf.Module):
                              config.min_stddev, seed, name="rssm")
             features = self.rssm.feature_size
             if obs_key == "image":
-                self.decoder = ConvDecoder(features, config.cnn_depth, seed, name="decoder")
+                self.decoder = ConvDecoder(features, config.cnn_depth, seed, compute_dtype, name="decoder")
             else:
                 self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], seed=seed, name="decoder")
             self.reward = MLP(features, config.reward_units, 2, 1, tf.nn.relu, seed=seed, name="reward")

@@ -60,7 +60,8 @@ class Agent:
 
     @classmethod
     def build(cls, config: Config, obs_key: str, obs_shape: Sequence[int], action_size: int) -> "Agent":
-        world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed)
+        world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed,
+                                 precision=config.optim.precision)
         sac = SAC(config.sac, world_model.rssm.feature_size, action_size, seed=config.seed)
         policy = Policy(world_model, sac, config.cem, config.policy.train, config.policy.test,
                         seed=config.seed + 1)

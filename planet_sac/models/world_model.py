@@ -9,6 +9,7 @@ its noise fully determine the loss.
 
 from __future__ import annotations
 
+import math
 from typing import Dict, Mapping
 
 import tensorflow as tf
@@ -96,10 +97,9 @@ class WorldModel(tf.Module):
         posts, priors = self.rssm.observe(embed, batch["action"], noise["posterior"])
         features = self.rssm.features(posts)
 
-        recon = tfd.Independent(tfd.Normal(self.decoder(features), 1.0), len(self.obs_shape))
-        recon_loss = -tf.reduce_mean(recon.log_prob(obs))
+        recon_loss = tf.reduce_mean(unit_normal_nll(obs, self.decoder(features), len(self.obs_shape)))
         reward_mean = tf.squeeze(self.reward(features), -1)
-        reward_loss = -tf.reduce_mean(tfd.Normal(reward_mean, 1.0).log_prob(batch["reward"]))
+        reward_loss = tf.reduce_mean(unit_normal_nll(batch["reward"], reward_mean, 0))
 
         kl = tfd.kl_divergence(self.rssm.distribution(posts), self.rssm.distribution(priors))  # [B, T]
         kl_loss = self._free_nats(kl)
@@ -157,6 +157,20 @@ class WorldModel(tf.Module):
         if self.obs_key == "image":
             return tf.clip_by_value(mean + 0.5, 0.0, 1.0)
         return mean
+
+
+def unit_normal_nll(x: tf.Tensor, mean: tf.Tensor, event_dims: int) -> tf.Tensor:
+    """-log N(x; mean, 1) summed over the last `event_dims` axes (PlaNet's unit-variance heads).
+
+    The closed form, 0.5 * sum (x - mean)^2 + 0.5 * D * log(2 pi), in three elementwise
+    ops: over the 2.5 M pixels of a 16 x 50 batch it is cheaper than a distribution object.
+    """
+    squared = tf.square(x - mean)
+    axes = list(range(-event_dims, 0))
+    size = 1
+    for dim in x.shape[len(x.shape) - event_dims:]:
+        size *= dim
+    return 0.5 * (tf.reduce_sum(squared, axes) if axes else squared) + 0.5 * size * math.log(2 * math.pi)
 
 
 def _shift(x: tf.Tensor, steps: tf.Tensor | int) -> tf.Tensor:

@@ -195,6 +195,7 @@ def test_phase_sequence_and_held_out_loss(short_schedule, tmp_path):
     assert [r["step"] for r in records if "train/return" in r] == [5, 10, 15, 20]
     for record in (r for r in records if r.get("phase") == "test"):
         assert np.isfinite(record["test/loss/total"]) and np.isfinite(record["test/loss/reward"])
+        assert np.isfinite(record["test/sac/q_episode"]) and np.isfinite(record["test/sac/return_episode"])
 
 
 def test_zero_train_steps_means_zero_updates(short_schedule, tmp_path):

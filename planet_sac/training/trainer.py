@@ -30,6 +30,7 @@ from planet_sac import collect
 from planet_sac.config import Config, ConfigError, apply_overrides, diff, load_config, read_config_file, save_config
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
+from planet_sac.diagnostics import critic_vs_returns
 from planet_sac.envs import make_env
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
@@ -281,6 +282,10 @@ class Trainer:
         returns = [episode["return"] for episode in episodes]
         values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
                        f"test/return/{self.config.policy.test}": float(np.mean(returns))})
+        if episodes:  # the SAC critic's Q beside the real discounted returns of the first test episode
+            episode = load_episode(episodes[0]["path"])
+            values.update({f"test/{key}": value for key, value in
+                           critic_vs_returns(self.agent.world_model, self.agent.sac, episode, self.config.sac.discount).items()})
         for name in self.config.policy.compare:
             if name != self.config.policy.test:
                 values[f"test/return/{name}"] = self._compare_return(name)

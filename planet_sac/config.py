@@ -83,7 +83,8 @@ class ModelConfig:
     cnn_depth: int = 32  # conv encoder channels 32/64/128/256 as in PlaNet
     mlp_units: int = 200  # encoder/decoder/reward MLP width for state observations
     mlp_layers: int = 2
-    reward_units: int = 100  # width of the reward head's two ReLU layers (PlaNet's feed_forward)
+    reward_units: int = 100  # width of the reward head's two hidden layers (PlaNet's feed_forward)
+    activation: Literal["relu", "elu"] = "relu"  # of the RSSM, reward head and state MLPs (PlaNet: relu; Dreamer: elu)
     free_nats: float = 3.0  # floor on the KL of every time step (PlaNet: elementwise, before the mean)
     kl_scale: float = 1.0
     reward_scale: float = 10.0  # PlaNet's reward_scale

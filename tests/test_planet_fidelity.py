@@ -54,13 +54,16 @@ def test_free_nats_floor_every_time_step_before_the_mean():
 
 
 def numpy_rssm(model: WorldModel):
-    """The RSSM's prior step reimplemented in numpy from its weights (ReLU layers, GRU, softplus std)."""
+    """The RSSM's prior step reimplemented in numpy from its weights (ReLU or ELU layers, GRU, softplus std)."""
     rssm = model.rssm
     w = {name: (layer.kernel.numpy(), layer.bias.numpy()) for name, layer in
          (("prior_in", rssm.prior_in), ("prior_hidden", rssm.prior_hidden), ("prior_out", rssm.prior_out))}
     gru = rssm.gru
     gk, gb, ck, cb = (v.numpy() for v in (gru.gates_kernel, gru.gates_bias, gru.candidate_kernel, gru.candidate_bias))
-    relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+    if model.config.activation == "relu":
+        relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+    else:
+        relu = lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))  # noqa: E731 - ELU
     sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
 
     def img_step(state, action, noise):
@@ -108,6 +111,20 @@ def test_overshooting_is_planets_distances_two_to_d_plus_one():
                 kls.append(max(kl, free_nats))
             per_distance[b, d - 2] = np.mean(kls)
     np.testing.assert_allclose(float(got), per_distance.mean(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("activation", ["relu", "elu"])
+def test_prior_step_uses_the_configured_activation(activation):
+    """PlaNet's RSSM uses ReLU layers (models/rssm.py); `model.activation: elu` gives Dreamer's."""
+    model = tiny_state_model(activation=activation)
+    rng = np.random.default_rng(3)
+    state = {"stoch": rng.normal(size=(4, 2)), "deter": rng.normal(size=(4, 6)) * 3}
+    action, noise = rng.uniform(-1, 1, (4, 1)), rng.normal(size=(4, 2))
+    expected = numpy_rssm(model)(state, action, noise)
+    got = model.rssm.img_step({k: tf.constant(v, tf.float32) for k, v in state.items()}, tf.constant(action, tf.float32),
+                              tf.constant(noise, tf.float32))
+    for key in ("mean", "std", "deter"):
+        np.testing.assert_allclose(got[key].numpy(), expected[key], rtol=1e-4, atol=1e-5)
 
 
 def test_overshooting_longer_than_the_chunk_is_a_config_error():

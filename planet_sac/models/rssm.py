@@ -28,14 +28,15 @@ class RSSM(tf.Module):
     """Transition (prior) and filtering (posterior) of the latent state."""
 
     def __init__(self, action_size: int, embed_size: int, deter_size: int = 200, stoch_size: int = 30,
-                 hidden_size: int = 200, min_stddev: float = 0.1, seed: int = 0, name: str = "rssm"):
+                 hidden_size: int = 200, min_stddev: float = 0.1, seed: int = 0, activation=tf.nn.relu,
+                 name: str = "rssm"):
         super().__init__(name=name)
         with self.name_scope:
-            self.prior_in = Dense(stoch_size + action_size, hidden_size, tf.nn.relu, seed, name="prior_in")
+            self.prior_in = Dense(stoch_size + action_size, hidden_size, activation, seed, name="prior_in")
             self.gru = GRUCell(hidden_size, deter_size, seed, name="gru")
-            self.prior_hidden = Dense(deter_size, hidden_size, tf.nn.relu, seed, name="prior_hidden")
+            self.prior_hidden = Dense(deter_size, hidden_size, activation, seed, name="prior_hidden")
             self.prior_out = Dense(hidden_size, 2 * stoch_size, None, seed, name="prior_out")
-            self.posterior_hidden = Dense(deter_size + embed_size, hidden_size, tf.nn.relu, seed, name="posterior_hidden")
+            self.posterior_hidden = Dense(deter_size + embed_size, hidden_size, activation, seed, name="posterior_hidden")
             self.posterior_out = Dense(hidden_size, 2 * stoch_size, None, seed, name="posterior_out")
         self.deter_size = deter_size
         self.stoch_size = stoch_size

@@ -37,21 +37,24 @@ class WorldModel(tf.Module):
         self.obs_shape = tuple(obs_shape)
         self.action_size = action_size
         compute_dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}[precision]
+        activation = {"relu": tf.nn.relu, "elu": tf.nn.elu}[config.activation]
         with self.name_scope:
             if obs_key == "image":
                 self.encoder = ConvEncoder(config.cnn_depth, obs_shape[0], seed, compute_dtype, name="encoder")
                 embed_size = self.encoder.embed_size
             else:
                 embed_size = config.mlp_units
-                self.encoder = MLP(obs_shape[0], config.mlp_units, config.mlp_layers, embed_size, seed=seed, name="encoder")
+                self.encoder = MLP(obs_shape[0], config.mlp_units, config.mlp_layers, embed_size, activation, seed,
+                                   name="encoder")
             self.rssm = RSSM(action_size, embed_size, config.deter_size, config.stoch_size, config.hidden_size,
-                             config.min_stddev, seed, name="rssm")
+                             config.min_stddev, seed, activation, name="rssm")
             features = self.rssm.feature_size
             if obs_key == "image":
                 self.decoder = ConvDecoder(features, config.cnn_depth, seed, compute_dtype, name="decoder")
             else:
-                self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], seed=seed, name="decoder")
-            self.reward = MLP(features, config.reward_units, 2, 1, tf.nn.relu, seed=seed, name="reward")
+                self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], activation, seed,
+                                   name="decoder")
+            self.reward = MLP(features, config.reward_units, 2, 1, activation, seed, name="reward")
 
     # ------------------------------------------------------------------ observations
 

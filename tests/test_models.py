@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -51,7 +53,125 @@ def test_same_seed_builds_same_weights():
         np.testing.assert_array_equal(x.numpy(), y.numpy())
 
 
-def test_free_nats_floor_and_overshooting_term():
+# ----------------------------------------------------------------------------- RSSM, KL and overshooting by hand
+# A numpy re-implementation of the RSSM equations (rssm.py's docstrings) and of the Gaussian KL
+# in closed form, on a model small enough to check by hand: 2 stochastic dimensions, 2 steps.
+
+
+def _np_dense(x, layer, activation=None):
+    y = x @ layer.kernel.numpy() + layer.bias.numpy()
+    return activation(y) if activation else y
+
+
+def _np_elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def _np_gaussian(params, noise, min_stddev):
+    mean, raw = np.split(params, 2, -1)
+    std = np.log1p(np.exp(raw)) + min_stddev  # softplus
+    return mean, std, mean + std * noise
+
+
+def _np_img_step(rssm, stoch, deter, action, noise):
+    """Prior: GRU on elu([stoch, action] W + b), then a Gaussian from the new deterministic state."""
+    x = _np_dense(np.concatenate([stoch, action], -1), rssm.prior_in, _np_elu)
+    gru = rssm.gru
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    gates = sigmoid(np.concatenate([x, deter], -1) @ gru.gates_kernel.numpy() + gru.gates_bias.numpy())
+    reset, update = np.split(gates, 2, -1)
+    candidate = np.tanh(np.concatenate([x, reset * deter], -1) @ gru.candidate_kernel.numpy() + gru.candidate_bias.numpy())
+    deter = update * deter + (1 - update) * candidate
+    params = _np_dense(_np_dense(deter, rssm.prior_hidden, _np_elu), rssm.prior_out)
+    mean, std, stoch = _np_gaussian(params, noise, rssm.min_stddev)
+    return dict(mean=mean, std=std, stoch=stoch, deter=deter)
+
+
+def _np_observe(rssm, embed, action, noise):
+    """Posteriors and priors [B, T, ...] from the all-zero state; action[:, t] led to observation t."""
+    batch, length = action.shape[:2]
+    stoch, deter = np.zeros([batch, rssm.stoch_size]), np.zeros([batch, rssm.deter_size])
+    posts, priors = [], []
+    for t in range(length):
+        prior = _np_img_step(rssm, stoch, deter, action[:, t], np.zeros_like(noise[:, t]))
+        hidden = _np_dense(np.concatenate([prior["deter"], embed[:, t]], -1), rssm.posterior_hidden, _np_elu)
+        mean, std, stoch = _np_gaussian(_np_dense(hidden, rssm.posterior_out), noise[:, t], rssm.min_stddev)
+        deter = prior["deter"]
+        posts.append(dict(mean=mean, std=std, stoch=stoch, deter=deter))
+        priors.append(prior)
+    stack = lambda states: {key: np.stack([s[key] for s in states], 1) for key in states[0]}  # noqa: E731
+    return stack(posts), stack(priors)
+
+
+def _np_kl(mean1, std1, mean2, std2):
+    """KL(N(mean1, std1) || N(mean2, std2)) of diagonal Gaussians, summed over the last axis."""
+    return np.sum(np.log(std2 / std1) + (std1 ** 2 + (mean1 - mean2) ** 2) / (2 * std2 ** 2) - 0.5, -1)
+
+
+def _np_overshooting(rssm, posts, action, noise, free_nats):
+    """Mean over (t, d) with t + d < T of KL(post_t+d || prior_t+d rolled d steps from post_t), floored per sequence."""
+    distance = noise.shape[0]
+    batch, length = action.shape[:2]
+    per_sequence = []
+    for b in range(batch):
+        kls = []
+        for t in range(length):
+            stoch, deter = posts["stoch"][b:b + 1, t], posts["deter"][b:b + 1, t]
+            for d in range(1, distance + 1):
+                if t + d >= length:
+                    break
+                state = _np_img_step(rssm, stoch, deter, action[b:b + 1, t + d], noise[d - 1, b:b + 1, t])
+                stoch, deter = state["stoch"], state["deter"]
+                kls.append(_np_kl(posts["mean"][b, t + d], posts["std"][b, t + d], state["mean"][0], state["std"][0]))
+        per_sequence.append(max(np.mean(kls), free_nats))
+    return np.mean(per_sequence)
+
+
+@pytest.mark.parametrize("length, distance", [(2, 1), (3, 2)])
+def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance):
+    config = ModelConfig(deter_size=3, stoch_size=2, hidden_size=4, mlp_units=4, free_nats=0.0, kl_scale=0.7,
+                         reward_scale=2.0, overshooting_distance=distance, overshooting_scale=0.3)
+    model = WorldModel(config, "state", (2,), 1, seed=5)
+    rng = np.random.default_rng(0)
+    for variable in model.rssm.variables:  # non-zero biases too, so a dropped bias shows
+        variable.assign(rng.normal(0, 0.7, variable.shape).astype(np.float32))
+    batch = {"state": rng.normal(size=(2, length, 2)).astype(np.float32),
+             "action": rng.uniform(-1, 1, (2, length, 1)).astype(np.float32),
+             "reward": rng.normal(size=(2, length)).astype(np.float32)}
+    noise = {"posterior": rng.normal(size=(2, length, 2)).astype(np.float32),
+             "overshooting": rng.normal(size=(distance, 2, length, 2)).astype(np.float32)}
+    batch, noise = tf.nest.map_structure(tf.constant, (batch, noise))
+    embed = model.embed(batch["state"])
+
+    posts, priors = model.rssm.observe(embed, batch["action"], noise["posterior"])
+    np_batch, np_noise = tf.nest.map_structure(lambda t: t.numpy(), (batch, noise))
+    np_posts, np_priors = _np_observe(model.rssm, embed.numpy(), np_batch["action"], np_noise["posterior"])
+    for key in ("mean", "std", "stoch", "deter"):
+        np.testing.assert_allclose(posts[key].numpy(), np_posts[key], rtol=1e-4, atol=1e-5, err_msg=f"posterior {key}")
+        np.testing.assert_allclose(priors[key].numpy(), np_priors[key], rtol=1e-4, atol=1e-5, err_msg=f"prior {key}")
+
+    kl = _np_kl(np_posts["mean"], np_posts["std"], np_priors["mean"], np_priors["std"])  # [B, T]
+    overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], 0.0)
+    assert overshooting > 0.01 and np.all(kl > 0.01)  # a case where both terms matter
+    np.testing.assert_allclose(model._overshooting_kl(posts, batch["action"], noise["overshooting"]).numpy(),
+                               overshooting, rtol=1e-4)
+
+    # Free nats floor each sequence's mean KL: put the floor between the two sequences' values.
+    per_sequence = kl.mean(1)
+    free_nats = float(per_sequence.mean())
+    assert per_sequence.min() < free_nats < per_sequence.max()
+    model.config = dataclasses.replace(config, free_nats=free_nats)
+    loss, metrics, _ = model.loss(batch, noise)
+    np.testing.assert_allclose(metrics["loss/kl"].numpy(), kl.mean(), rtol=1e-4)
+    floored_kl = np.maximum(per_sequence, free_nats).mean()
+    floored_overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], free_nats)
+    np.testing.assert_allclose(metrics["loss/overshooting"].numpy(), floored_overshooting, rtol=1e-4)
+    expected = (metrics["loss/state"].numpy() + 2.0 * metrics["loss/reward"].numpy() + 0.7 * floored_kl
+                + 0.3 * floored_overshooting)
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-4)
+
+
+def test_free_nats_floor_a_small_kl():
     config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8, free_nats=100.0,
                          overshooting_distance=3, overshooting_scale=1.0)
     model = WorldModel(config, "state", (3,), 1)

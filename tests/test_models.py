@@ -7,6 +7,7 @@ import tensorflow as tf
 from planet_sac.config import ModelConfig
 from planet_sac.models.networks import variable_name
 from planet_sac.models.world_model import WorldModel
+from tests.numpy_reference import gaussian_kl, img_step, observe
 
 
 def test_image_model_shapes_and_names():
@@ -54,58 +55,8 @@ def test_same_seed_builds_same_weights():
 
 
 # ----------------------------------------------------------------------------- RSSM, KL and overshooting by hand
-# A numpy re-implementation of the RSSM equations (rssm.py's docstrings) and of the Gaussian KL
-# in closed form, on a model small enough to check by hand: 2 stochastic dimensions, 2 steps.
-
-
-def _np_dense(x, layer, activation=None):
-    y = x @ layer.kernel.numpy() + layer.bias.numpy()
-    return activation(y) if activation else y
-
-
-def _np_elu(x):
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
-
-
-def _np_gaussian(params, noise, min_stddev):
-    mean, raw = np.split(params, 2, -1)
-    std = np.log1p(np.exp(raw)) + min_stddev  # softplus
-    return mean, std, mean + std * noise
-
-
-def _np_img_step(rssm, stoch, deter, action, noise):
-    """Prior: GRU on elu([stoch, action] W + b), then a Gaussian from the new deterministic state."""
-    x = _np_dense(np.concatenate([stoch, action], -1), rssm.prior_in, _np_elu)
-    gru = rssm.gru
-    sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
-    gates = sigmoid(np.concatenate([x, deter], -1) @ gru.gates_kernel.numpy() + gru.gates_bias.numpy())
-    reset, update = np.split(gates, 2, -1)
-    candidate = np.tanh(np.concatenate([x, reset * deter], -1) @ gru.candidate_kernel.numpy() + gru.candidate_bias.numpy())
-    deter = update * deter + (1 - update) * candidate
-    params = _np_dense(_np_dense(deter, rssm.prior_hidden, _np_elu), rssm.prior_out)
-    mean, std, stoch = _np_gaussian(params, noise, rssm.min_stddev)
-    return dict(mean=mean, std=std, stoch=stoch, deter=deter)
-
-
-def _np_observe(rssm, embed, action, noise):
-    """Posteriors and priors [B, T, ...] from the all-zero state; action[:, t] led to observation t."""
-    batch, length = action.shape[:2]
-    stoch, deter = np.zeros([batch, rssm.stoch_size]), np.zeros([batch, rssm.deter_size])
-    posts, priors = [], []
-    for t in range(length):
-        prior = _np_img_step(rssm, stoch, deter, action[:, t], np.zeros_like(noise[:, t]))
-        hidden = _np_dense(np.concatenate([prior["deter"], embed[:, t]], -1), rssm.posterior_hidden, _np_elu)
-        mean, std, stoch = _np_gaussian(_np_dense(hidden, rssm.posterior_out), noise[:, t], rssm.min_stddev)
-        deter = prior["deter"]
-        posts.append(dict(mean=mean, std=std, stoch=stoch, deter=deter))
-        priors.append(prior)
-    stack = lambda states: {key: np.stack([s[key] for s in states], 1) for key in states[0]}  # noqa: E731
-    return stack(posts), stack(priors)
-
-
-def _np_kl(mean1, std1, mean2, std2):
-    """KL(N(mean1, std1) || N(mean2, std2)) of diagonal Gaussians, summed over the last axis."""
-    return np.sum(np.log(std2 / std1) + (std1 ** 2 + (mean1 - mean2) ** 2) / (2 * std2 ** 2) - 0.5, -1)
+# The expected values come from tests/numpy_reference.py, a numpy re-implementation of the RSSM
+# equations and of the Gaussian KL in closed form, on a model small enough to check by hand.
 
 
 def _np_overshooting(rssm, posts, action, noise, free_nats):
@@ -120,9 +71,9 @@ def _np_overshooting(rssm, posts, action, noise, free_nats):
             for d in range(1, distance + 1):
                 if t + d >= length:
                     break
-                state = _np_img_step(rssm, stoch, deter, action[b:b + 1, t + d], noise[d - 1, b:b + 1, t])
+                state = img_step(rssm, stoch, deter, action[b:b + 1, t + d], noise[d - 1, b:b + 1, t])
                 stoch, deter = state["stoch"], state["deter"]
-                kls.append(_np_kl(posts["mean"][b, t + d], posts["std"][b, t + d], state["mean"][0], state["std"][0]))
+                kls.append(gaussian_kl(posts["mean"][b, t + d], posts["std"][b, t + d], state["mean"][0], state["std"][0]))
         per_sequence.append(max(np.mean(kls), free_nats))
     return np.mean(per_sequence)
 
@@ -145,12 +96,12 @@ def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance)
 
     posts, priors = model.rssm.observe(embed, batch["action"], noise["posterior"])
     np_batch, np_noise = tf.nest.map_structure(lambda t: t.numpy(), (batch, noise))
-    np_posts, np_priors = _np_observe(model.rssm, embed.numpy(), np_batch["action"], np_noise["posterior"])
+    np_posts, np_priors = observe(model.rssm, embed.numpy(), np_batch["action"], np_noise["posterior"])
     for key in ("mean", "std", "stoch", "deter"):
         np.testing.assert_allclose(posts[key].numpy(), np_posts[key], rtol=1e-4, atol=1e-5, err_msg=f"posterior {key}")
         np.testing.assert_allclose(priors[key].numpy(), np_priors[key], rtol=1e-4, atol=1e-5, err_msg=f"prior {key}")
 
-    kl = _np_kl(np_posts["mean"], np_posts["std"], np_priors["mean"], np_priors["std"])  # [B, T]
+    kl = gaussian_kl(np_posts["mean"], np_posts["std"], np_priors["mean"], np_priors["std"])  # [B, T]
     overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], 0.0)
     assert overshooting > 0.01 and np.all(kl > 0.01)  # a case where both terms matter
     np.testing.assert_allclose(model._overshooting_kl(posts, batch["action"], noise["overshooting"]).numpy(),

@@ -14,6 +14,10 @@ import numpy as np
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
 def elu(x):
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
 
@@ -57,10 +61,10 @@ def gru(x, h, cell):
 
 
 def img_step(rssm, stoch, deter, action, noise):
-    """Prior: GRU on elu([stoch, action] W + b), then a Gaussian from the new deterministic state."""
-    x = dense(np.concatenate([stoch, action], -1), rssm.prior_in, elu)
+    """Prior: GRU on relu([stoch, action] W + b), then a Gaussian from the new deterministic state."""
+    x = dense(np.concatenate([stoch, action], -1), rssm.prior_in, relu)
     deter = gru(x, deter, rssm.gru)
-    params = dense(dense(deter, rssm.prior_hidden, elu), rssm.prior_out)
+    params = dense(dense(deter, rssm.prior_hidden, relu), rssm.prior_out)
     mean, std, stoch = gaussian(params, noise, rssm.min_stddev)
     return dict(mean=mean, std=std, stoch=stoch, deter=deter)
 
@@ -72,7 +76,7 @@ def observe(rssm, embed, action, noise):
     posts, priors = [], []
     for t in range(length):
         prior = img_step(rssm, stoch, deter, action[:, t], np.zeros_like(noise[:, t]))
-        hidden = dense(np.concatenate([prior["deter"], embed[:, t]], -1), rssm.posterior_hidden, elu)
+        hidden = dense(np.concatenate([prior["deter"], embed[:, t]], -1), rssm.posterior_hidden, relu)
         mean, std, stoch = gaussian(dense(hidden, rssm.posterior_out), noise[:, t], rssm.min_stddev)
         deter = prior["deter"]
         posts.append(dict(mean=mean, std=std, stoch=stoch, deter=deter))

@@ -54,7 +54,7 @@ def test_cem_respects_action_bounds():
 
 
 def test_guided_cem_scores_with_the_critic_at_the_horizon():
-    """Plain CEM scores the sum of predicted rewards; guided CEM discounts them and adds gamma^H Q(z_H, mode of pi)."""
+    """CEM scores the discounted sum of predicted rewards; guided CEM adds gamma^H Q(z_H, mode of pi)."""
     model, sac = tiny_agent(action_size=1)
     rng = np.random.default_rng(0)
     state = {key: tf.constant(rng.normal(size=value.shape), tf.float32) for key, value in model.rssm.initial(2).items()}
@@ -69,13 +69,13 @@ def test_guided_cem_scores_with_the_critic_at_the_horizon():
     for t in range(3):
         step = ref.img_step(model.rssm, stoch, deter, actions[:, t].numpy(), noise[:, t].numpy())
         stoch, deter = step["stoch"], step["deter"]
-        rewards.append(ref.mlp(ref.features(step), model.reward)[:, 0])
+        rewards.append(ref.mlp(ref.features(step), model.reward, ref.relu)[:, 0])
     rewards = np.stack(rewards, 1)
     last = ref.features(step)
     value = ref.q_value(sac, last, np.tanh(ref.actor(sac, last)[0]))
-    np.testing.assert_allclose(plain, rewards.sum(1), rtol=1e-4)
-    np.testing.assert_allclose(guided, rewards[:, 0] + 0.9 * rewards[:, 1] + 0.81 * rewards[:, 2] + 0.729 * value,
-                               rtol=1e-4)
+    discounted = rewards[:, 0] + 0.9 * rewards[:, 1] + 0.81 * rewards[:, 2]
+    np.testing.assert_allclose(plain, discounted, rtol=1e-4)
+    np.testing.assert_allclose(guided, discounted + 0.729 * value, rtol=1e-4)
 
 
 # ----------------------------------------------------------------------------- SAC
@@ -208,18 +208,21 @@ def zero(module):
 def known_optimum_agent():
     """A model whose predicted reward rises with the action (best: +1) and a critic that prefers -1.
 
-    prior_in: x0 = elu(a); GRU with its update gate shut: deter0 = tanh(x0); reward head:
-    elu(elu(deter0)), all increasing in a, and independent of the start state. The critics
-    score -20 * elu(elu(deter0)), so adding the value at the horizon (sac_guided_cem) makes
-    the most negative action best, while the sum of rewards alone (cem) makes +1 best.
+    prior_in: x0 = relu(a + 2) = a + 2; GRU with its update gate shut: deter0 = tanh(0.5 x0 - 1)
+    = tanh(a / 2); reward head: relu(relu(deter0 + 1)) = deter0 + 1, increasing in a and
+    independent of the start state. The critics score -20 * elu(elu(deter0)), so adding the
+    value at the horizon (sac_guided_cem) makes -1 best, while the rewards alone (cem) make +1 best.
     """
     model, sac = tiny_agent(action_size=1)
     rssm, stoch = model.rssm, TINY.stoch_size
     for module in (rssm, model.reward):
         zero(module)
     rssm.prior_in.kernel[stoch, 0].assign(1.0)
+    rssm.prior_in.bias[0].assign(2.0)
     rssm.gru.gates_bias.assign(tf.concat([tf.zeros([TINY.deter_size]), tf.fill([TINY.deter_size], -30.0)], 0))
-    rssm.gru.candidate_kernel[0, 0].assign(1.0)
+    rssm.gru.candidate_kernel[0, 0].assign(0.5)
+    rssm.gru.candidate_bias[0].assign(-1.0)
+    model.reward.hidden[0].bias[0].assign(1.0)
     for layer in model.reward.hidden:
         layer.kernel[0, 0].assign(1.0)
     model.reward.out.kernel[0, 0].assign(1.0)

@@ -60,28 +60,31 @@ def test_same_seed_builds_same_weights():
 
 
 def _np_overshooting(rssm, posts, action, noise, free_nats):
-    """Mean over (t, d) with t + d < T of KL(post_t+d || prior_t+d rolled d steps from post_t), floored per sequence."""
-    distance = noise.shape[0]
+    """PlaNet's overshooting: for d = 2..D+1 and every start t with t + d < T, KL(post_t+d || prior rolled
+    d steps open-loop from post_t with actions t+1..t+d), floored at free nats; mean over t, then over
+    sequences and distances."""
+    distance = noise.shape[0] - 1
     batch, length = action.shape[:2]
-    per_sequence = []
+    terms = np.zeros([batch, distance])
     for b in range(batch):
-        kls = []
-        for t in range(length):
-            stoch, deter = posts["stoch"][b:b + 1, t], posts["deter"][b:b + 1, t]
-            for d in range(1, distance + 1):
-                if t + d >= length:
-                    break
-                state = img_step(rssm, stoch, deter, action[b:b + 1, t + d], noise[d - 1, b:b + 1, t])
-                stoch, deter = state["stoch"], state["deter"]
-                kls.append(gaussian_kl(posts["mean"][b, t + d], posts["std"][b, t + d], state["mean"][0], state["std"][0]))
-        per_sequence.append(max(np.mean(kls), free_nats))
-    return np.mean(per_sequence)
+        for d in range(2, distance + 2):
+            kls = []
+            for t in range(length - d):
+                stoch, deter = posts["stoch"][b:b + 1, t], posts["deter"][b:b + 1, t]
+                for j in range(1, d + 1):
+                    state = img_step(rssm, stoch, deter, action[b:b + 1, t + j], noise[j - 1, b:b + 1, t])
+                    stoch, deter = state["stoch"], state["deter"]
+                kl = gaussian_kl(posts["mean"][b, t + d], posts["std"][b, t + d], state["mean"][0], state["std"][0])
+                kls.append(max(kl, free_nats))
+            terms[b, d - 2] = np.mean(kls)
+    return terms.mean()
 
 
-@pytest.mark.parametrize("length, distance", [(2, 1), (3, 2)])
+@pytest.mark.parametrize("length, distance", [(2, 0), (3, 1), (4, 2)])
 def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance):
-    config = ModelConfig(deter_size=3, stoch_size=2, hidden_size=4, mlp_units=4, free_nats=0.0, kl_scale=0.7,
-                         reward_scale=2.0, overshooting_distance=distance, overshooting_scale=0.3)
+    """2 latent dimensions, 2 sequences of 2-4 steps: posteriors, priors, KL, free nats and overshooting by hand."""
+    config = ModelConfig(deter_size=3, stoch_size=2, hidden_size=4, mlp_units=4, reward_units=4, free_nats=0.0,
+                         kl_scale=0.7, reward_scale=2.0, overshooting_distance=distance, overshooting_scale=0.3)
     model = WorldModel(config, "state", (2,), 1, seed=5)
     rng = np.random.default_rng(0)
     for variable in model.rssm.variables:  # non-zero biases too, so a dropped bias shows
@@ -89,8 +92,9 @@ def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance)
     batch = {"state": rng.normal(size=(2, length, 2)).astype(np.float32),
              "action": rng.uniform(-1, 1, (2, length, 1)).astype(np.float32),
              "reward": rng.normal(size=(2, length)).astype(np.float32)}
-    noise = {"posterior": rng.normal(size=(2, length, 2)).astype(np.float32),
-             "overshooting": rng.normal(size=(distance, 2, length, 2)).astype(np.float32)}
+    noise = {"posterior": rng.normal(size=(2, length, 2)).astype(np.float32)}
+    if distance:
+        noise["overshooting"] = rng.normal(size=(distance + 1, 2, length, 2)).astype(np.float32)
     batch, noise = tf.nest.map_structure(tf.constant, (batch, noise))
     embed = model.embed(batch["state"])
 
@@ -102,23 +106,24 @@ def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance)
         np.testing.assert_allclose(priors[key].numpy(), np_priors[key], rtol=1e-4, atol=1e-5, err_msg=f"prior {key}")
 
     kl = gaussian_kl(np_posts["mean"], np_posts["std"], np_priors["mean"], np_priors["std"])  # [B, T]
-    overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], 0.0)
-    assert overshooting > 0.01 and np.all(kl > 0.01)  # a case where both terms matter
-    np.testing.assert_allclose(model._overshooting_kl(posts, batch["action"], noise["overshooting"]).numpy(),
-                               overshooting, rtol=1e-4)
+    assert np.all(kl > 0.01)
+    if distance:
+        overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], 0.0)
+        assert overshooting > 0.01
+        np.testing.assert_allclose(model._overshooting_kl(posts, batch["action"], noise["overshooting"]).numpy(),
+                                   overshooting, rtol=1e-4)
 
-    # Free nats floor each sequence's mean KL: put the floor between the two sequences' values.
-    per_sequence = kl.mean(1)
-    free_nats = float(per_sequence.mean())
-    assert per_sequence.min() < free_nats < per_sequence.max()
+    # Free nats floor every step's KL before the mean: put the floor in the middle of the values.
+    free_nats = float(np.median(kl))
+    assert kl.min() < free_nats < kl.max()
     model.config = dataclasses.replace(config, free_nats=free_nats)
     loss, metrics, _ = model.loss(batch, noise)
     np.testing.assert_allclose(metrics["loss/kl"].numpy(), kl.mean(), rtol=1e-4)
-    floored_kl = np.maximum(per_sequence, free_nats).mean()
-    floored_overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], free_nats)
-    np.testing.assert_allclose(metrics["loss/overshooting"].numpy(), floored_overshooting, rtol=1e-4)
-    expected = (metrics["loss/state"].numpy() + 2.0 * metrics["loss/reward"].numpy() + 0.7 * floored_kl
-                + 0.3 * floored_overshooting)
+    expected = metrics["loss/state"].numpy() + 2.0 * metrics["loss/reward"].numpy() + 0.7 * np.maximum(kl, free_nats).mean()
+    if distance:
+        floored = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], free_nats)
+        np.testing.assert_allclose(metrics["loss/overshooting"].numpy(), floored, rtol=1e-4)
+        expected += 0.3 * floored
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-4)
 
 

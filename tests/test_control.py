@@ -265,7 +265,7 @@ def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
         variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
     policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac")
     obs = rng.normal(size=(5, 3)).astype(np.float32)
-    action, (latent, _) = policy.act(obs, policy.initial_state(5), "test")
+    action, (latent, *_) = policy.act(obs, policy.initial_state(5), "test")
     embed = ref.mlp(obs, model.encoder)[:, None]
     posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), np.zeros([5, 1, TINY.stoch_size]))
     features = ref.features({key: value[:, 0] for key, value in posts.items()})

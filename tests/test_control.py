@@ -266,7 +266,7 @@ def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
     policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac")
     obs = rng.normal(size=(5, 3)).astype(np.float32)
     action, (latent, *_) = policy.act(obs, policy.initial_state(5), "test")
-    embed = ref.mlp(obs, model.encoder)[:, None]
+    embed = ref.mlp(obs, model.encoder, ref.relu)[:, None]  # PlaNet: ReLU state encoder
     posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), np.zeros([5, 1, TINY.stoch_size]))
     features = ref.features({key: value[:, 0] for key, value in posts.items()})
     np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, features)[0]), rtol=1e-4, atol=1e-5)

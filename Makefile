@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) -m planet_sac bench --json bench/results/bench.json
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 clean:

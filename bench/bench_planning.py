@@ -20,6 +20,7 @@ import time
 
 import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
 
+# isort: split
 import numpy as np
 import tensorflow as tf
 

@@ -24,6 +24,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+# The smoke config made into a long run: a capped replay cache, frequent episodes, logs and checkpoints.
+OVERRIDES = ("data.max_episodes=50", "schedule.train_phase_steps=500", "schedule.collect_every=25",
+             "schedule.log_every=50", "schedule.checkpoint_every=200", "schedule.video_every=1000")
 
 
 def sample(process: psutil.Process) -> dict:
@@ -41,10 +44,9 @@ def main() -> None:
     args = parser.parse_args()
 
     command = [sys.executable, "-m", "planet_sac", "train", "--config", str(ROOT / "configs" / "smoke.yaml"),
-               "--logdir", args.logdir, "--train-steps", "100000000", "--quiet",
-               "--set", "data.max_episodes=50", "--set", "schedule.train_phase_steps=500",
-               "--set", "schedule.collect_every=25", "--set", "schedule.log_every=50",
-               "--set", "schedule.checkpoint_every=200", "--set", "schedule.video_every=1000"]
+               "--logdir", args.logdir, "--train-steps", "100000000", "--quiet"]
+    for override in OVERRIDES:
+        command += ["--set", override]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     process = psutil.Process(child.pid)

@@ -5,6 +5,7 @@ The public API, importable from the package root:
     load_config(path, overrides)   typed, validated config (configs/*.yaml + "section.key=value")
     make_env(task, obs, ...)       gym:<id> or dmc:<domain>-<task> with dict observations
     train(config, logdir, ...)     train or resume a run; offline_data= trains from episodes only
+    Trainer(config, logdir, ...)   the same run as an object; restores on construction, then .run()
     evaluate(logdir, episodes, policy)
     collect_with_policy(outdir, episodes, policy, checkpoint, ...)
     make_dataset(directory, batch_size, chunk_length, ...)   streaming replay as tf.data

@@ -1,13 +1,18 @@
 """End-to-end runs of the `planet-sac` commands on the smoke config (in-process, a few seconds each)."""
 
 import json
+import logging
 import re
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from planet_sac.cli import main
+from planet_sac.config import POLICIES, load_config
 from planet_sac.episodes.storage import list_episodes
+from planet_sac.evaluation import evaluate
+from planet_sac.training.trainer import Trainer
 from tests.conftest import CONFIGS, DATA
 
 SMOKE = str(CONFIGS / "smoke.yaml")
@@ -76,6 +81,14 @@ def test_evaluate_each_policy(trained, policy, capsys):
     assert "checkpoint step 20" in out
 
 
+def test_evaluate_runs_the_policy_it_names(trained):
+    """Same environment seed, four policies: four different returns, and the deterministic ones repeat exactly."""
+    logdir, _ = trained
+    returns = {policy: evaluate(logdir, 1, policy, seed=7)["mean"] for policy in POLICIES}
+    assert len(set(returns.values())) == len(POLICIES), returns
+    assert evaluate(logdir, 1, "sac", seed=7)["mean"] == returns["sac"]  # the actor's mode in the test phase
+
+
 def test_evaluate_writes_a_video(trained, tmp_path):
     logdir, _ = trained
     video = tmp_path / "episode.gif"
@@ -102,21 +115,49 @@ def test_collect_random_and_bad_arguments(tmp_path, capsys):
     assert "gym:Pendulum-v1" in capsys.readouterr().err
 
 
-def test_variables_and_filtered_restore_into_a_new_run(trained, tmp_path, capsys):
+def test_variables_and_filtered_restore_into_a_new_run(trained, tmp_path, capsys, caplog):
     logdir, _ = trained
     assert main(["variables", logdir]) == 0
     listing = capsys.readouterr().out
     assert "world_model/rssm/gru/gates_kernel" in listing and "sac/actor/out/kernel" in listing
     new = str(tmp_path / "new_head")
-    assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", logdir, "--include", "world_model/",
-                 "--train-steps", "1", "--set", "schedule.test_episodes=0", "--quiet"]) == 0
-    old = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
-    key = "variables/sac/actor/out/kernel/.ATTRIBUTES/VARIABLE_VALUE"
-    fresh = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{new}/checkpoints"))
-    assert not (old.get_tensor(key) == fresh.get_tensor(key)).all()  # the SAC head started fresh
+    with caplog.at_level(logging.INFO, logger="planet_sac"):
+        assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", logdir, "--include", "world_model/",
+                     "--exclude", "world_model/reward/", "--train-steps", "1", "--set", "schedule.test_episodes=0",
+                     "--quiet"]) == 0
+    names = [name[len("variables/"):-len("/.ATTRIBUTES/VARIABLE_VALUE")] for name, _ in
+             tf.train.list_variables(tf.train.latest_checkpoint(f"{logdir}/checkpoints")) if name.startswith("variables/")]
+    selected = [name for name in names if name.startswith("world_model/") and not name.startswith("world_model/reward/")]
+    assert f"restored {len(selected)} variables" in caplog.text  # the command passed --include and --exclude on
     assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "x"), "--restore-from", logdir,
                  "--include", "nothing_like_this/", "--quiet"]) == 2
     assert "matches no variable" in capsys.readouterr().err
+
+
+def test_filtered_restore_sets_exactly_the_selected_variables(trained, tmp_path):
+    """Right after construction, before any update: selected variables hold the source's values, the rest their own."""
+    logdir, _ = trained
+    config = load_config(SMOKE, ["schedule.test_episodes=0"])
+    fresh = Trainer(config, str(tmp_path / "fresh"), progress=False)  # same seed: the initial values
+    initial = {name: variable.numpy() for name, variable in fresh.variables.items()}
+    fresh.close()
+    trainer = Trainer(config, str(tmp_path / "head"), progress=False, restore_from=logdir,
+                      include=["world_model/"], exclude=["world_model/reward/"])
+    trainer.close()
+    source = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
+    restored = excluded = 0
+    for name, variable in trainer.variables.items():
+        value, stored = variable.numpy(), source.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE")
+        if name.startswith("world_model/") and not name.startswith("world_model/reward/"):
+            np.testing.assert_array_equal(value, stored, err_msg=name)
+            restored += 1
+        else:
+            np.testing.assert_array_equal(value, initial[name], err_msg=name)
+            if not np.array_equal(stored, initial[name]):
+                excluded += 1  # the source trained it: not restoring it is visible
+    assert restored > 10 and int(trainer.counters.step.numpy()) == 0
+    assert any(name.startswith("world_model/reward/") for name in trainer.variables) and excluded > 10
+    assert trainer.start_message.startswith(f"from {logdir}: restored {restored} variables")
 
 
 def test_offline_training_from_shipped_data(tmp_path):

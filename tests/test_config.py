@@ -1,6 +1,6 @@
 import pytest
 
-from planet_sac.config import ConfigError, apply_overrides, load_config
+from planet_sac.config import Config, ConfigError, apply_overrides, load_config
 from tests.conftest import CONFIGS
 
 
@@ -10,14 +10,41 @@ def test_shipped_configs_load(path):
     config.validate()
 
 
-def test_default_yaml_is_plaNet_defaults():
+PLANET_BATCH = 50  # PlaNet's step counter counts samples: +50 per update, so its step counts / 50 = our updates
+# Every default the README calls PlaNet's, with PlaNet's number (google-research/planet, scripts/configs.py)
+# and the conversion to planet_sac's units where they differ.
+PLANET_DEFAULTS = {
+    "env.obs": "image", "env.image_size": 64,  # 64x64x3 observations
+    "data.batch_size": 50, "data.chunk_length": 50,  # batch_shape [50, 50]
+    "data.seed_episodes": 5, "data.test_seed_episodes": 5,  # num_seed_episodes 5, into both directories
+    "data.every": 10,  # scan_episodes_every 10
+    "model.deter_size": 200, "model.stoch_size": 30, "model.hidden_size": 200, "model.min_stddev": 0.1,
+    "model.cnn_depth": 32, "model.reward_units": 100, "model.image_bits": 5,
+    "model.free_nats": 3.0, "model.kl_scale": 1.0, "model.reward_scale": 10.0,
+    "model.overshooting_distance": 0,  # overshooting off in PlaNet's default config
+    "optim.learning_rate": 1e-3, "optim.adam_epsilon": 1e-4, "optim.grad_clip": 1000.0,
+    "optim.warmup_updates": 10_000 // PLANET_BATCH,  # schedule.linear ramp 10000 samples -> 200 updates
+    "cem.horizon": 12, "cem.candidates": 1000, "cem.iterations": 10, "cem.top_k": 100, "cem.discount": 0.99,
+    "cem.exploration_noise": 0.3,
+    "schedule.train_phase_steps": 50_000 // PLANET_BATCH,  # train_steps 50000 samples -> 1000 updates
+    "schedule.collect_every": 5_000 // PLANET_BATCH,  # collect_every 5000 samples -> 100 updates per episode
+    "schedule.train_steps": 20_000_000 // PLANET_BATCH,  # max_steps 2e7 samples -> 400000 updates
+}
+
+
+def test_default_yaml_is_planet_defaults():
     config = load_config(CONFIGS / "default.yaml")
-    assert (config.data.batch_size, config.data.chunk_length) == (50, 50)
-    assert (config.model.deter_size, config.model.stoch_size, config.model.hidden_size) == (200, 30, 200)
-    assert config.model.free_nats == 3.0
-    assert (config.optim.learning_rate, config.optim.adam_epsilon, config.optim.grad_clip) == (1e-3, 1e-4, 1000.0)
-    assert (config.cem.horizon, config.cem.candidates, config.cem.iterations, config.cem.top_k) == (12, 1000, 10, 100)
-    assert config.schedule.collect_every == 100 and config.cem.exploration_noise == 0.3 and config.data.seed_episodes == 5
+    for key, expected in PLANET_DEFAULTS.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        assert value == expected and type(value) is type(expected), f"{key}={value!r}, PlaNet uses {expected!r}"
+    assert (PLANET_DEFAULTS["optim.warmup_updates"], PLANET_DEFAULTS["schedule.train_phase_steps"],
+            PLANET_DEFAULTS["schedule.collect_every"], PLANET_DEFAULTS["schedule.train_steps"]) == (200, 1000, 100, 400_000)
+
+
+def test_default_yaml_equals_the_built_in_defaults():
+    """`load_config()` without a file and configs/default.yaml are the same config, key by key."""
+    assert load_config(CONFIGS / "default.yaml").to_dict() == Config().to_dict()
 
 
 def test_action_repeats_of_pixel_tasks():

@@ -1,5 +1,3 @@
-import math
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +7,7 @@ from planet_sac.control import cem
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC, invert_gradients
 from planet_sac.models.world_model import WorldModel
+from tests import numpy_reference as ref
 
 TINY = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8)
 
@@ -53,19 +52,28 @@ def test_cem_respects_action_bounds():
 
 
 def test_guided_cem_scores_with_the_critic_at_the_horizon():
+    """CEM scores the discounted sum of predicted rewards; guided CEM adds gamma^H Q(z_H, mode of pi)."""
     model, sac = tiny_agent(action_size=1)
-    state = model.rssm.initial(2)
-    actions = tf.zeros([2, 3, 1])
-    noise = tf.zeros([2, 3, TINY.stoch_size])
+    rng = np.random.default_rng(0)
+    state = {key: tf.constant(rng.normal(size=value.shape), tf.float32) for key, value in model.rssm.initial(2).items()}
+    state["std"] = tf.abs(state["std"])
+    actions = tf.constant(rng.uniform(-1, 1, (2, 3, 1)), tf.float32)
+    noise = tf.constant(rng.normal(size=(2, 3, TINY.stoch_size)), tf.float32)
     plain = cem.rollout_return(model, None, 0.9)(state, actions, noise)
     guided = cem.rollout_return(model, sac, 0.9)(state, actions, noise)
-    states = model.rssm.imagine(state, actions, noise)
-    rewards = model.predict_reward(states).numpy()
-    last = tf.nest.map_structure(lambda t: t[:, -1], states)
-    features = model.rssm.features(last)
-    value = sac.q_value(features, sac.act(features, tf.zeros([2, 1]), True)).numpy()
-    np.testing.assert_allclose(plain, rewards.sum(1), rtol=1e-5)
-    np.testing.assert_allclose(guided, (rewards * 0.9 ** np.arange(3)).sum(1) + 0.9 ** 3 * value, rtol=1e-5)
+
+    stoch, deter = state["stoch"].numpy(), state["deter"].numpy()
+    rewards = []
+    for t in range(3):
+        step = ref.img_step(model.rssm, stoch, deter, actions[:, t].numpy(), noise[:, t].numpy())
+        stoch, deter = step["stoch"], step["deter"]
+        rewards.append(ref.mlp(ref.features(step), model.reward, ref.relu)[:, 0])
+    rewards = np.stack(rewards, 1)
+    last = ref.features(step)
+    value = ref.q_value(sac, last, np.tanh(ref.actor(sac, last)[0]))
+    discounted = rewards[:, 0] + 0.9 * rewards[:, 1] + 0.81 * rewards[:, 2]
+    np.testing.assert_allclose(plain, discounted, rtol=1e-4)
+    np.testing.assert_allclose(guided, discounted + 0.729 * value, rtol=1e-4)
 
 
 # ----------------------------------------------------------------------------- SAC
@@ -94,30 +102,33 @@ def test_invert_gradients_mode_shapes_the_actor_gradient():
 
 
 def test_critic_target_on_hand_made_tensors():
-    _, sac = tiny_agent(action_size=1, discount=0.9)
-    features = tf.random.normal([4, 12], seed=1)
-    noise = tf.zeros([4, 1])
-    reward = tf.constant([1.0, 0.0, -1.0, 2.0])
-    discount = tf.constant([1.0, 1.0, 0.0, 1.0])
-    action, log_prob = sac.sample(features, noise)
-    q = sac.q_value(features, action, target=True)
-    expected = reward + 0.9 * discount * (q - sac.alpha * log_prob)
-    np.testing.assert_allclose(sac.critic_target(reward, discount, features, noise), expected, rtol=1e-5)
-    # Termination (discount 0) gives exactly the reward.
-    assert float(sac.critic_target(reward, discount, features, noise)[2]) == pytest.approx(-1.0)
+    """y = r + gamma * d * (min Q_target(z', a') - alpha * log pi(a'|z')), a' = tanh(mean + std * noise)."""
+    _, sac = tiny_agent(action_size=1, discount=0.9, init_alpha=0.5)
+    for online, target in zip(sac.critic1.variables + sac.critic2.variables,
+                              sac.target_critic1.variables + sac.target_critic2.variables):
+        target.assign(online * 1.5 + 0.1)  # targets differ from the online critics, so using the wrong ones shows
+    rng = np.random.default_rng(1)
+    next_features = rng.normal(size=(4, 12)).astype(np.float32)
+    noise = rng.normal(size=(4, 1)).astype(np.float32)
+    reward = np.array([1.0, 0.0, -1.0, 2.0], np.float32)
+    discount = np.array([1.0, 1.0, 0.0, 1.0], np.float32)
+    next_action, log_prob = ref.sample(sac, next_features, noise)
+    soft_value = ref.q_value(sac, next_features, next_action, target=True) - 0.5 * log_prob
+    expected = reward + 0.9 * discount * soft_value
+    target = sac.critic_target(reward, discount, next_features, noise).numpy()
+    np.testing.assert_allclose(target, expected, rtol=1e-4, atol=1e-5)
+    assert target[2] == pytest.approx(-1.0)  # termination (discount 0) gives exactly the reward
 
 
 def test_tanh_log_prob_matches_change_of_variables():
-    _, sac = tiny_agent(action_size=1)
-    features = tf.random.normal([5, 12], seed=2)
-    noise = tf.random.normal([5, 1], seed=3)
+    _, sac = tiny_agent(action_size=2)
+    rng = np.random.default_rng(2)
+    features = rng.normal(size=(5, 12)).astype(np.float32)
+    noise = rng.normal(size=(5, 2)).astype(np.float32)
     action, log_prob = sac.sample(features, noise)
-    mean, log_std = sac._distribution(features)
-    u = mean + tf.exp(log_std) * noise
-    gaussian = -0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi)
-    expected = tf.reduce_sum(gaussian - tf.math.log(1 - tf.tanh(u) ** 2), -1)
-    np.testing.assert_allclose(log_prob, expected, rtol=1e-4)
-    np.testing.assert_allclose(action, tf.tanh(u), rtol=1e-6)
+    expected_action, expected_log_prob = ref.sample(sac, features, noise)
+    np.testing.assert_allclose(log_prob, expected_log_prob, rtol=1e-4)
+    np.testing.assert_allclose(action, expected_action, rtol=1e-5, atol=1e-6)
 
 
 def test_entropy_temperature_moves_towards_target_entropy():
@@ -179,3 +190,98 @@ def test_policy_dispatch_follows_the_phase_mapping():
     assert not np.allclose(random[0], random[1])  # random policy in the train phase
     with pytest.raises(ValueError, match="unknown policy 'ppo'"):
         policy.set_policies(train="ppo")
+
+
+# Each branch of the compiled policy, made observable: a test that swaps two branches fails.
+
+# Horizon 1: the first action is also the last, so the value at the horizon judges it.
+BRANCH_CEM = CEMConfig(horizon=1, candidates=64, iterations=3, top_k=8, exploration_noise=0.0, guide_fraction=0.5)
+
+
+def zero(module):
+    for variable in module.variables:
+        variable.assign(tf.zeros_like(variable))
+
+
+def known_optimum_agent():
+    """A model whose predicted reward rises with the action (best: +1) and a critic that prefers -1.
+
+    prior_in: x0 = relu(a + 2) = a + 2; GRU with its update gate shut: deter0 = tanh(0.5 x0 - 1)
+    = tanh(a / 2); reward head: relu(relu(deter0 + 1)) = deter0 + 1, increasing in a and
+    independent of the start state. The critics score -20 * elu(elu(deter0)), so adding the
+    value at the horizon (sac_guided_cem) makes -1 best, while the rewards alone (cem) make +1 best.
+    """
+    model, sac = tiny_agent(action_size=1)
+    rssm, stoch = model.rssm, TINY.stoch_size
+    for module in (rssm, model.reward):
+        zero(module)
+    rssm.prior_in.kernel[stoch, 0].assign(1.0)
+    rssm.prior_in.bias[0].assign(2.0)
+    rssm.gru.gates_bias.assign(tf.concat([tf.zeros([TINY.deter_size]), tf.fill([TINY.deter_size], -30.0)], 0))
+    rssm.gru.candidate_kernel[0, 0].assign(0.5)
+    rssm.gru.candidate_bias[0].assign(-1.0)
+    model.reward.hidden[0].bias[0].assign(1.0)
+    for layer in model.reward.hidden:
+        layer.kernel[0, 0].assign(1.0)
+    model.reward.out.kernel[0, 0].assign(1.0)
+    for critic in (sac.critic1, sac.critic2, sac.target_critic1, sac.target_critic2):
+        zero(critic)
+        for layer in critic.hidden:
+            layer.kernel[0, 0].assign(1.0)
+        critic.out.kernel[0, 0].assign(-20.0)
+    return model, sac
+
+
+def test_known_optimum_agent_is_what_it_claims():
+    model, sac = known_optimum_agent()
+    actions = tf.constant([[[-1.0], [-1.0]], [[0.0], [0.0]], [[1.0], [1.0]]])
+    start = model.rssm.initial(3)
+    noise = tf.random.normal([3, 2, TINY.stoch_size], seed=0)
+    plain = cem.rollout_return(model, None, 0.99)(start, actions, noise).numpy()
+    guided = cem.rollout_return(model, sac, 0.99)(start, actions, noise).numpy()
+    assert plain[0] < plain[1] < plain[2] and guided[0] > guided[1] > guided[2]
+
+
+@pytest.mark.parametrize("phase", ["train", "test"])
+def test_cem_branch_returns_the_planned_action(phase):
+    model, sac = known_optimum_agent()
+    policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem")
+    action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
+    assert np.all(action.numpy() > 0.8), action  # the planner finds the top of the reward
+
+
+def test_sac_guided_cem_branch_follows_the_critic():
+    model, sac = known_optimum_agent()
+    policy = Policy(model, sac, BRANCH_CEM, train="sac_guided_cem", test="sac_guided_cem")
+    action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), "test")
+    assert np.all(action.numpy() < -0.6), action  # the value at the horizon outweighs the rewards
+
+
+def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
+    """Test phase: tanh(actor mean) of the posterior's mean features, computed here in numpy."""
+    model, sac = tiny_agent(action_size=2)
+    rng = np.random.default_rng(3)
+    for variable in model.rssm.variables + sac.actor.variables:
+        variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
+    policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac")
+    obs = rng.normal(size=(5, 3)).astype(np.float32)
+    action, (latent, *_) = policy.act(obs, policy.initial_state(5), "test")
+    embed = ref.mlp(obs, model.encoder, ref.relu)[:, None]  # PlaNet: ReLU state encoder
+    posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), np.zeros([5, 1, TINY.stoch_size]))
+    features = ref.features({key: value[:, 0] for key, value in posts.items()})
+    np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, features)[0]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(latent["mean"].numpy(), posts["mean"][:, 0], rtol=1e-4, atol=1e-5)
+    samples = np.stack([policy.act(obs, policy.initial_state(5), "train")[0].numpy() for _ in range(20)])
+    assert samples.std(0).min() > 0.01  # the train phase samples the actor instead of taking its mode
+
+
+@pytest.mark.parametrize("phase", ["train", "test"])
+def test_random_branch_is_uniform_in_the_action_box(phase):
+    model, sac = tiny_agent(action_size=2)
+    policy = Policy(model, sac, BRANCH_CEM, train="random", test="random")
+    action = policy.act(tf.zeros([4000, 3]), policy.initial_state(4000), phase)[0].numpy()
+    # U(-1, 1): mean 0, standard deviation 1/sqrt(3) = 0.577, reaching close to both bounds.
+    np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05)
+    np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02)
+    assert action.min() < -0.99 and action.max() > 0.99
+    assert abs(np.corrcoef(action.T)[0, 1]) < 0.1  # independent dimensions

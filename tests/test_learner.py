@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from planet_sac.config import apply_overrides
+from planet_sac.config import apply_overrides, load_config
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.checkpoints import Checkpointer, named_variables
 from planet_sac.training.learner import Learner
-from tests.conftest import state_batch
+from tests.conftest import CONFIGS, state_batch
 
 
 def build(config, seed=0):
@@ -40,8 +40,9 @@ def test_loss_decreases_on_shipped_data(smoke_config):
 
 
 def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
+    """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k)."""
     batch = state_batch(batch=8)
-    config = apply_overrides(smoke_config, ["model.free_nats=1.0", "sac.updates_per_step=0"])
+    config = apply_overrides(smoke_config, ["model.free_nats=1.0", "sac.updates_per_step=2", "sac.batch_size=64"])
     whole = build(config)
     accumulated = build(apply_overrides(config, ["optim.accumulate=4"]))
     for _ in range(3):
@@ -134,3 +135,42 @@ def test_sac_batches_mix_real_and_imagined_transitions(smoke_config, monkeypatch
     np.testing.assert_array_equal(discount[:4], 0.25)  # 0.5 ** 2: real 2-step transitions
     np.testing.assert_array_equal(discount[4:], 1.0)  # imagined: no termination model
     assert np.all(np.abs(reward[:4]) < 100.0)  # burn-in 3: real starts at t >= 3, so r_{t+1} with t+1 >= 4
+
+
+def sac_state(sac):
+    names = named_variables([sac])
+    return {name: v.numpy() for name, v in names.items()}
+
+
+def test_nan_in_a_sac_loss_skips_that_sac_update():
+    """SAC level: a NaN next state makes the critic loss NaN; nothing of the SAC head may change."""
+    config = load_config(CONFIGS / "smoke.yaml")
+    sac = SAC(config.sac, 20, 1)
+    rng = tf.random.Generator.from_seed(0)
+    features = tf.random.normal([8, 20], seed=1)
+    good = (features, tf.zeros([8, 1]), tf.ones([8]), tf.ones([8]), features)
+    assert float(sac.update(*good, rng=rng)["sac/update_finite"]) == 1.0
+    before = sac_state(sac)
+    bad = good[:4] + (tf.tensor_scatter_nd_update(features, [[3, 0]], [np.nan]),)
+    metrics = sac.update(*bad, rng=rng)
+    assert float(metrics["sac/update_finite"]) == 0.0 and not np.isfinite(float(metrics["sac/critic_loss"]))
+    for name, value in sac_state(sac).items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)  # weights, Adam slots, targets, alpha
+    assert float(sac.update(*good, rng=rng)["sac/update_finite"]) == 1.0
+
+
+def test_learner_counts_skipped_sac_updates_and_keeps_the_world_model_update(smoke_config):
+    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3"]))
+    learner.update(state_batch())
+    target = learner.sac.critic_target
+    learner.sac.critic_target = lambda reward, *args: target(reward, *args) + np.nan  # before the next trace
+    learner.update = tf.function(learner._update, autograph=False)
+    world_model = {name: v.numpy() for name, v in named_variables([learner.world_model]).items()}
+    before = sac_state(learner.sac)
+    metrics = learner.update(state_batch(seed=1))
+    assert float(metrics["train/update_finite"]) == 1.0 and float(metrics["sac/skipped_updates"]) == 3.0
+    for name, value in sac_state(learner.sac).items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+    changed = [name for name, v in named_variables([learner.world_model]).items()
+               if not np.array_equal(v.numpy(), world_model[name])]
+    assert changed  # the world model still trained on this finite batch

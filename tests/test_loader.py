@@ -249,6 +249,47 @@ def test_bad_files_are_skipped_once_while_good_chunks_flow(tmp_path, warnings_lo
         assert sum(path in message and reason in message for message in messages) == 1, reason
 
 
+def test_half_written_file_is_read_again_once_complete(tmp_path, warnings_log):
+    """A non-atomic writer (plain cp): the first scan sees half the file, a later scan the whole of it."""
+    put(tmp_path / "source", 1)
+    (complete,) = os.listdir(tmp_path / "source")
+    data = (tmp_path / "source" / complete).read_bytes()
+    put(tmp_path / "replay", 0)
+    target = tmp_path / "replay" / complete
+    target.write_bytes(data[: len(data) // 2])
+    replay = EpisodeReplay(str(tmp_path / "replay"), chunk_length=10, every=5, seed=0)
+    iterator = iter(replay)
+    take(iterator, 20)
+    assert replay.stats["files_skipped"] == 1 and replay.stats["files_loaded"] == 1
+    scans = replay.stats["scans"]
+    take(iterator, 20)
+    assert replay.stats["scans"] > scans and replay.stats["files_skipped"] == 1  # unchanged: not read again
+    assert replay.stats["files_retried"] == 0 and len(warnings_log) == 1
+
+    target.write_bytes(data)  # the copy finishes
+    tags = {tag_of(chunk) for chunk in take(iterator, 40)}
+    assert tags == {0, 1}
+    assert replay.stats["files_retried"] == 1 and replay.stats["files_loaded"] == 2
+
+
+def test_rejected_file_with_new_mtime_but_same_size_is_read_again(tmp_path):
+    put(tmp_path, 0)
+    path = put(tmp_path, 1)
+    data = open(path, "rb").read()
+    with open(path, "wb") as file:
+        file.write(b"\0" * len(data))  # same size, garbage
+    os.utime(path, ns=(10**18, 10**18))
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=5, seed=0)
+    iterator = iter(replay)
+    take(iterator, 10)
+    assert replay.stats["files_skipped"] == 1
+    with open(path, "wb") as file:
+        file.write(data)
+    os.utime(path, ns=(2 * 10**18, 2 * 10**18))
+    assert {tag_of(chunk) for chunk in take(iterator, 40)} == {0, 1}
+    assert replay.stats["files_retried"] == 1
+
+
 def test_too_short_episodes_are_skipped_with_one_warning(tmp_path, warnings_log):
     short = put(tmp_path, 0, length=20)  # 21 steps
     put(tmp_path, 1, length=29)  # 30 steps: exactly one chunk

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -5,6 +7,7 @@ import tensorflow as tf
 from planet_sac.config import ModelConfig
 from planet_sac.models.networks import variable_name
 from planet_sac.models.world_model import WorldModel
+from tests.numpy_reference import gaussian_kl, img_step, observe
 
 
 def test_image_model_shapes_and_names():
@@ -51,7 +54,80 @@ def test_same_seed_builds_same_weights():
         np.testing.assert_array_equal(x.numpy(), y.numpy())
 
 
-def test_free_nats_floor_and_overshooting_term():
+# ----------------------------------------------------------------------------- RSSM, KL and overshooting by hand
+# The expected values come from tests/numpy_reference.py, a numpy re-implementation of the RSSM
+# equations and of the Gaussian KL in closed form, on a model small enough to check by hand.
+
+
+def _np_overshooting(rssm, posts, action, noise, free_nats):
+    """PlaNet's overshooting: for d = 2..D+1 and every start t with t + d < T, KL(post_t+d || prior rolled
+    d steps open-loop from post_t with actions t+1..t+d), floored at free nats; mean over t, then over
+    sequences and distances."""
+    distance = noise.shape[0] - 1
+    batch, length = action.shape[:2]
+    terms = np.zeros([batch, distance])
+    for b in range(batch):
+        for d in range(2, distance + 2):
+            kls = []
+            for t in range(length - d):
+                stoch, deter = posts["stoch"][b:b + 1, t], posts["deter"][b:b + 1, t]
+                for j in range(1, d + 1):
+                    state = img_step(rssm, stoch, deter, action[b:b + 1, t + j], noise[j - 1, b:b + 1, t])
+                    stoch, deter = state["stoch"], state["deter"]
+                kl = gaussian_kl(posts["mean"][b, t + d], posts["std"][b, t + d], state["mean"][0], state["std"][0])
+                kls.append(max(kl, free_nats))
+            terms[b, d - 2] = np.mean(kls)
+    return terms.mean()
+
+
+@pytest.mark.parametrize("length, distance", [(2, 0), (3, 1), (4, 2)])
+def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance):
+    """2 latent dimensions, 2 sequences of 2-4 steps: posteriors, priors, KL, free nats and overshooting by hand."""
+    config = ModelConfig(deter_size=3, stoch_size=2, hidden_size=4, mlp_units=4, reward_units=4, free_nats=0.0,
+                         kl_scale=0.7, reward_scale=2.0, overshooting_distance=distance, overshooting_scale=0.3)
+    model = WorldModel(config, "state", (2,), 1, seed=5)
+    rng = np.random.default_rng(0)
+    for variable in model.rssm.variables:  # non-zero biases too, so a dropped bias shows
+        variable.assign(rng.normal(0, 0.7, variable.shape).astype(np.float32))
+    batch = {"state": rng.normal(size=(2, length, 2)).astype(np.float32),
+             "action": rng.uniform(-1, 1, (2, length, 1)).astype(np.float32),
+             "reward": rng.normal(size=(2, length)).astype(np.float32)}
+    noise = {"posterior": rng.normal(size=(2, length, 2)).astype(np.float32)}
+    if distance:
+        noise["overshooting"] = rng.normal(size=(distance + 1, 2, length, 2)).astype(np.float32)
+    batch, noise = tf.nest.map_structure(tf.constant, (batch, noise))
+    embed = model.embed(batch["state"])
+
+    posts, priors = model.rssm.observe(embed, batch["action"], noise["posterior"])
+    np_batch, np_noise = tf.nest.map_structure(lambda t: t.numpy(), (batch, noise))
+    np_posts, np_priors = observe(model.rssm, embed.numpy(), np_batch["action"], np_noise["posterior"])
+    for key in ("mean", "std", "stoch", "deter"):
+        np.testing.assert_allclose(posts[key].numpy(), np_posts[key], rtol=1e-4, atol=1e-5, err_msg=f"posterior {key}")
+        np.testing.assert_allclose(priors[key].numpy(), np_priors[key], rtol=1e-4, atol=1e-5, err_msg=f"prior {key}")
+
+    kl = gaussian_kl(np_posts["mean"], np_posts["std"], np_priors["mean"], np_priors["std"])  # [B, T]
+    assert np.all(kl > 0.01)
+    if distance:
+        overshooting = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], 0.0)
+        assert overshooting > 0.01
+        np.testing.assert_allclose(model._overshooting_kl(posts, batch["action"], noise["overshooting"]).numpy(),
+                                   overshooting, rtol=1e-4)
+
+    # Free nats floor every step's KL before the mean: put the floor in the middle of the values.
+    free_nats = float(np.median(kl))
+    assert kl.min() < free_nats < kl.max()
+    model.config = dataclasses.replace(config, free_nats=free_nats)
+    loss, metrics, _ = model.loss(batch, noise)
+    np.testing.assert_allclose(metrics["loss/kl"].numpy(), kl.mean(), rtol=1e-4)
+    expected = metrics["loss/state"].numpy() + 2.0 * metrics["loss/reward"].numpy() + 0.7 * np.maximum(kl, free_nats).mean()
+    if distance:
+        floored = _np_overshooting(model.rssm, np_posts, np_batch["action"], np_noise["overshooting"], free_nats)
+        np.testing.assert_allclose(metrics["loss/overshooting"].numpy(), floored, rtol=1e-4)
+        expected += 0.3 * floored
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-4)
+
+
+def test_free_nats_floor_a_small_kl():
     config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8, free_nats=100.0,
                          overshooting_distance=3, overshooting_scale=1.0)
     model = WorldModel(config, "state", (3,), 1)

@@ -220,7 +220,6 @@ def test_zero_train_steps_means_zero_updates(short_schedule, tmp_path):
 
     trainer = Trainer(short_schedule, str(tmp_path / "run"), progress=False)
     try:
-        trainer.restore(None, (), ())
         trainer.run(train_steps=0)
         assert int(trainer.counters.step.numpy()) == 0
         assert int(trainer.learner.optimizer.iterations.numpy()) == 0

@@ -61,7 +61,6 @@ def test_consecutive_nan_updates_stop_the_run_with_the_checkpoint_intact(tmp_pat
                                                   "schedule.test_episodes=0"])
     logdir = str(tmp_path / "nan")
     trainer = Trainer(config, logdir, progress=False)
-    trainer.restore(None, (), ())
     trainer.run(train_steps=4)  # good updates, checkpoint at step 4
     good = tf.train.latest_checkpoint(f"{logdir}/checkpoints")
     update = trainer.learner.update
@@ -76,3 +75,29 @@ def test_consecutive_nan_updates_stop_the_run_with_the_checkpoint_intact(tmp_pat
         value = reader.get_tensor(name)
         if np.issubdtype(np.asarray(value).dtype, np.floating):
             assert np.all(np.isfinite(value)), name
+
+
+def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints(tmp_path):
+    """Trainer(...).run() on a logdir with checkpoints continues that run; it never starts over and overwrites them."""
+    config = load_config(CONFIGS / "smoke.yaml", ["schedule.checkpoint_every=2", "schedule.test_episodes=0"])
+    logdir = str(tmp_path / "run")
+    first = Trainer(config, logdir, progress=False)
+    first.run(train_steps=4)
+    first.close()
+    good = tf.train.latest_checkpoint(f"{logdir}/checkpoints")
+    assert good.endswith("ckpt-4")
+    saved = tf.train.load_checkpoint(good)
+
+    second = Trainer(config, logdir, progress=False)  # no restore call: construction restores
+    assert second.start_message.startswith(f"resumed {good} at step 4")
+    assert int(second.counters.step.numpy()) == 4
+    for name, variable in second.variables.items():
+        np.testing.assert_array_equal(variable.numpy(), saved.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"),
+                                      err_msg=name)
+    second.run(train_steps=6)
+    second.close()
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
+    assert reader.get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE") == 6
+    assert reader.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 6
+    kept = tf.train.load_checkpoint(good)  # the good checkpoint is still there, unchanged
+    assert kept.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 4

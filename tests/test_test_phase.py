@@ -31,7 +31,6 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
 
     monkeypatch.setattr(collect, "run_episode", spy)
     try:
-        trainer.restore(None, (), ())
         trainer.run()
     finally:
         trainer.close()

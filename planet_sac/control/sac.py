@@ -48,7 +48,7 @@ def _inverting_identity(action: tf.Tensor):
 class SAC(tf.Module):
     """Actor, twin critics with targets, and the entropy temperature."""
 
-    METRICS = ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q", "sac/entropy")
+    METRICS = ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q", "sac/entropy", "sac/update_finite")
 
     def __init__(self, config: SACConfig, feature_size: int, action_size: int, seed: int = 0, name: str = "sac"):
         super().__init__(name=name)
@@ -119,29 +119,46 @@ class SAC(tf.Module):
 
     def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
                next_features: tf.Tensor, rng: tf.random.Generator, steps: int = 1) -> Dict[str, tf.Tensor]:
-        """One SAC update on a batch of (`steps`-step) transitions; returns scalar metrics."""
+        """One SAC update on a batch of (`steps`-step) transitions; returns scalar metrics.
+
+        The critic, actor and temperature losses are computed from the same parameters and
+        applied together (as in the original softlearning implementation), so a NaN/inf in
+        any loss or gradient skips the whole update: no optimizer step, no target update;
+        `sac/update_finite` is then 0.
+        """
         features, next_features = tf.stop_gradient(features), tf.stop_gradient(next_features)
         target = self.critic_target(reward, discount, next_features, rng.normal(tf.shape(action)), steps)
         with tf.GradientTape() as tape:
             x = tf.concat([features, action], -1)
             q1, q2 = tf.squeeze(self.critic1(x), -1), tf.squeeze(self.critic2(x), -1)
             critic_loss = 0.5 * tf.reduce_mean(tf.square(q1 - target)) + 0.5 * tf.reduce_mean(tf.square(q2 - target))
-        self.critic_optimizer.apply(tape.gradient(critic_loss, self.critic_variables))
+        critic_grads = tape.gradient(critic_loss, self.critic_variables)
 
         with tf.GradientTape() as tape:
             new_action, log_prob = self.sample(features, rng.normal(tf.shape(action)))
             if self.config.action_bounds == "invert_gradients":
                 new_action = _inverting_identity(new_action)
             actor_loss = tf.reduce_mean(tf.stop_gradient(self.alpha) * log_prob - self.q_value(features, new_action))
-        self.actor_optimizer.apply(tape.gradient(actor_loss, self.actor.trainable_variables))
+        actor_grads = tape.gradient(actor_loss, self.actor.trainable_variables)
 
         with tf.GradientTape() as tape:
             alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
-        self.alpha_optimizer.apply(tape.gradient(alpha_loss, [self.log_alpha]))
+        alpha_grads = tape.gradient(alpha_loss, [self.log_alpha])
 
-        self.soft_update_targets(self.config.tau)
+        finite = tf.reduce_all([tf.math.is_finite(value) for value in (
+            critic_loss, actor_loss, alpha_loss, tf.linalg.global_norm(critic_grads),
+            tf.linalg.global_norm(actor_grads), tf.linalg.global_norm(alpha_grads))])
+
+        def apply() -> tf.Tensor:
+            self.critic_optimizer.apply(critic_grads)
+            self.actor_optimizer.apply(actor_grads)
+            self.alpha_optimizer.apply(alpha_grads)
+            self.soft_update_targets(self.config.tau)
+            return tf.constant(1.0)
+
+        applied = tf.cond(finite, apply, lambda: tf.constant(0.0))
         return {"sac/critic_loss": critic_loss, "sac/actor_loss": actor_loss, "sac/alpha": self.alpha,
-                "sac/q": tf.reduce_mean(q1), "sac/entropy": -tf.reduce_mean(log_prob)}
+                "sac/q": tf.reduce_mean(q1), "sac/entropy": -tf.reduce_mean(log_prob), "sac/update_finite": applied}
 
     def soft_update_targets(self, tau: float) -> None:
         """target <- (1 - tau) * target + tau * online."""

@@ -9,7 +9,9 @@ pass the directories are scanned again for new files. Files written while
 training runs are therefore picked up without a restart.
 
 Files that cannot be used are skipped with one warning each on the
-``planet_sac`` logger and never read again; they stay on disk.
+``planet_sac`` logger; they stay on disk. A rejected file is read again only
+when its size or modification time changes, so a file caught half-written by a
+non-atomic writer (plain ``cp``) is loaded once it is complete.
 """
 
 from __future__ import annotations
@@ -91,12 +93,14 @@ class EpisodeReplay:
         self._rng = np.random.default_rng(seed)
         self._lock = threading.Lock()
         self._spec: EpisodeSpec | None = None
-        self._seen: set[str] = set()  # loaded, rejected, too short or ignored: never read again
+        self._seen: set[str] = set()  # loaded, rejected, too short or ignored: not read again
+        self._rejected: dict[str, tuple[int, int] | None] = {}  # bad file -> (size, mtime) when it was read
         self._recent: dict[str, Episode] = {}
         self._cache: collections.OrderedDict[str, Episode] = collections.OrderedDict()  # oldest first
         self.stats: dict = {
             "files_loaded": 0,
             "files_skipped": 0,  # bad files (see skipped_reasons)
+            "files_retried": 0,  # rejected files read again because their size or mtime changed
             "skipped_reasons": collections.Counter(),
             "too_short_skipped": 0,
             "files_ignored": 0,  # older than the newest max_episodes new files of one scan
@@ -181,6 +185,7 @@ class EpisodeReplay:
             except (OSError, tf.errors.OpError) as error:  # e.g. a flaky gs:// listing: try again next pass
                 logger.warning("Could not list episode directories (will retry): %s", error)
                 return
+            self._forget_changed_rejects()
             new = sorted((path for path in new if path not in self._seen), key=os.path.basename)
             if self.max_episodes is not None and len(new) > self.max_episodes:
                 # Older files would be dropped from the cache right away: never load them.
@@ -192,15 +197,25 @@ class EpisodeReplay:
                 if episode is not None:
                     self._recent[path] = episode
 
+    def _forget_changed_rejects(self) -> None:
+        """Rejected files whose size or modification time changed are read again at this scan."""
+        for path, signature in list(self._rejected.items()):
+            if _signature(path) != signature:
+                del self._rejected[path]
+                self._seen.discard(path)
+                self.stats["files_retried"] += 1
+
     def _load(self, path: str) -> Episode | None:
-        """One usable episode restricted to the wanted keys, or None (warned once)."""
+        """One usable episode restricted to the wanted keys, or None (warned once per version of the file)."""
+        signature = _signature(path)  # before reading: a write during the read shows as a change later
         try:
             episode = load_episode(path, spec=self._spec)
         except BadEpisodeError as error:
             self._seen.add(path)
+            self._rejected[path] = signature
             self.stats["files_skipped"] += 1
             self.stats["skipped_reasons"][error.reason] += 1
-            logger.warning("Skipping episode file %s: %s", path, error)
+            logger.warning("Skipping episode file %s: %s (read again if it changes)", path, error)
             return None
         except (OSError, tf.errors.OpError) as error:
             logger.debug("Could not read %s (will retry at the next scan): %s", path, error)
@@ -277,6 +292,15 @@ def make_dataset(
     dataset = tf.data.Dataset.from_generator(replay.__iter__, output_signature=signature)
     dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(prefetch)
     return dataset, replay
+
+
+def _signature(path: str) -> tuple[int, int] | None:
+    """(size, modification time in ns) of a file, or None if it cannot be stat'ed (e.g. it is gone)."""
+    try:
+        stat = tf.io.gfile.stat(path)
+    except (OSError, tf.errors.OpError):
+        return None
+    return stat.length, stat.mtime_nsec
 
 
 def _nbytes(episode: Episode) -> int:

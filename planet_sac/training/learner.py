@@ -9,6 +9,10 @@
   float reassociation: TensorFlow promises closeness, not bitwise equality).
 - A non-finite loss or gradient skips the update; the skip is counted, and the
   trainer stops the run after `optim.max_nonfinite_updates` consecutive skips.
+  A non-finite SAC loss or gradient skips that SAC update (`sac/skipped_updates`
+  counts them per step); a skipped world-model update skips the step's SAC updates.
+- With `optim.accumulate` = k, the SAC head trains on the posterior features of all
+  k micro-batches, so its updates equal those of one batch of B.
 """
 
 from __future__ import annotations
@@ -76,15 +80,18 @@ class Learner(tf.Module):
             return grads, metrics, tf.stop_gradient(wm.rssm.features(posts))
 
         def accumulate(i, grads, metrics, features):
-            micro_grads, micro_metrics, features = micro_step(i)
+            micro_grads, micro_metrics, micro_features = micro_step(i)
             grads = [g + mg for g, mg in zip(grads, micro_grads)]
             metrics = {key: metrics[key] + micro_metrics[key] for key in metrics}
-            return i + 1, grads, metrics, features
+            return i + 1, grads, metrics, features.write(i, micro_features)
 
-        grads, metrics, features = micro_step(0)
+        grads, metrics, first = micro_step(0)
+        # The posterior features of every micro-batch, so the SAC head sees the whole batch, as with k = 1.
+        features = tf.TensorArray(tf.float32, size=k, element_shape=first.shape).write(0, first)
         if k > 1:  # an in-graph loop: gradients never leave the graph between micro-batches
             _, grads, metrics, features = tf.while_loop(lambda i, *_: i < k, accumulate,
                                                         (tf.constant(1), grads, metrics, features))
+        features = tf.reshape(features.stack(), [size, length, first.shape[-1]])  # back in batch order
 
         finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]),
                                 tf.math.is_finite(tf.linalg.global_norm(grads)))
@@ -95,11 +102,13 @@ class Learner(tf.Module):
                                    "train/learning_rate": self.optimizer.current_learning_rate(),
                                    "train/update_finite": tf.cast(finite, tf.float32)})
 
-        if self.config.sac.updates_per_step > 0:
-            last = {key: value[k - 1] for key, value in batches.items()}
+        updates = self.config.sac.updates_per_step
+        if updates > 0:
+            whole = {key: tf.convert_to_tensor(value) for key, value in batch.items()}
             skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
+            skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
             # A batch that broke the world model (NaN/inf) must not reach the SAC head either.
-            metrics.update(tf.cond(finite, lambda: self._sac_updates(features, last), lambda: skipped))
+            metrics.update(tf.cond(finite, lambda: self._sac_updates(features, whole), lambda: skipped))
         return metrics
 
     def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -121,6 +130,7 @@ class Learner(tf.Module):
         starts = flatten_time(features)
         deter_size = self.world_model.rssm.deter_size
         metrics = {}
+        skipped = tf.constant(0.0)
         for _ in range(cfg.updates_per_step):
             parts = []
             if real_take:
@@ -133,7 +143,8 @@ class Learner(tf.Module):
                                                 n, cfg.discount, self.rng)
                 parts.append(imagined.gather(tf.range(imagined_take)))
             metrics = self.sac.update(*Transitions.concat(parts), rng=self.rng, steps=n)
-        return metrics
+            skipped += 1.0 - metrics["sac/update_finite"]
+        return dict(metrics, **{"sac/skipped_updates": skipped})
 
     def _actor_sample(self, features: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
         return self.sac.act(features, noise, False)

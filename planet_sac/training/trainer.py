@@ -163,10 +163,18 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
 
 
 class Trainer:
-    """Runs PlaNet's phase schedule for one logdir. Use `train(...)` for the one-call version."""
+    """Runs PlaNet's phase schedule for one logdir. Use `train(...)` for the one-call version.
+
+    Construction restores the run: it resumes from the logdir's latest checkpoint if there is
+    one, else starts from a filtered restore of `restore_from` (`include` / `exclude` name
+    patterns), else from scratch. So `run()` always continues the run in `logdir` and never
+    starts over inside it (which would let the checkpoint manager delete its checkpoints).
+    `start_message` says which of the three happened.
+    """
 
     def __init__(self, config: Config, logdir: str, offline_data: str | None = None, progress: bool = True,
-                 force: bool = False):
+                 force: bool = False, restore_from: str | None = None, include: Sequence[str] = (),
+                 exclude: Sequence[str] = ()):
         self.config = config
         self.logdir = logdir.rstrip("/")
         saved_path = f"{self.logdir}/config.yaml"
@@ -208,6 +216,11 @@ class Trainer:
         self.logger = Logger(self.logdir)
         self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
         self._stop = threading.Event()
+        try:
+            self.start_message = self._restore(restore_from, include, exclude)
+        except BaseException:
+            self.close()
+            raise
 
     def _make_env(self, seed: int):
         env = self.config.env
@@ -215,7 +228,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ setup
 
-    def restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
+    def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
         """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
         resumed = self.checkpointer.restore_latest()
         if resumed:
@@ -474,9 +487,9 @@ def train(config: Config | str, logdir: str, offline_data: str | None = None, re
     """
     if isinstance(config, str):
         config = load_config(config)
-    trainer = Trainer(config, logdir, offline_data=offline_data, progress=progress, force=force)
+    trainer = Trainer(config, logdir, offline_data=offline_data, progress=progress, force=force,
+                      restore_from=restore_from, include=include, exclude=exclude)
     try:
-        trainer.restore(restore_from, include, exclude)
         return trainer.run(train_steps)
     finally:
         trainer.close()

@@ -13,13 +13,10 @@ Attributes are imported lazily: the environment worker processes import this pac
 and must not load TensorFlow (it breaks MuJoCo's headless renderer in the same process).
 """
 
-import os as _os
+from planet_sac.startup import set_environment_defaults as _set_environment_defaults
 
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# oneDNN kernels halve the time of PlaNet's conv encoder/decoder on CPU; this TensorFlow build leaves them off.
-# It takes effect only if planet_sac is imported before tensorflow.
-_os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-_os.environ.setdefault("MUJOCO_GL", "egl")
+# Before anything imports TensorFlow: quiet C++ logs, oneDNN on, no CUDA probe without a driver (see startup.py).
+_set_environment_defaults()
 
 __version__ = "0.1.0"
 

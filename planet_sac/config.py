@@ -295,10 +295,10 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
             if part not in node or not isinstance(node[part], dict):
-                raise ConfigError(_unknown_key(".".join(parts[: i + 1]), list(node)))
+                raise ConfigError(f"--set {key}: " + _unknown_key(".".join(parts[: i + 1]), list(node)))
             node = node[part]
         if parts[-1] not in node:
-            raise ConfigError(_unknown_key(key, list(node)))
+            raise ConfigError(f"--set {key}: " + _unknown_key(key, list(node)))
         node[parts[-1]] = value
     return from_dict(data, source="--set")
 

@@ -101,14 +101,19 @@ def write_video(path: str, frames: Sequence[np.ndarray], fps: int = 30) -> None:
 
 def collect_with_policy(outdir: str, episodes: int, policy: str = "random", checkpoint: str | None = None,
                         task: str | None = None, obs: str | None = None, action_repeat: int | None = None,
-                        time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = ()) -> list[dict]:
-    """Collects episodes into `outdir` with a random policy or a trained run's policy (train phase, with exploration)."""
+                        time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = (),
+                        progress: bool = True) -> list[dict]:
+    """Collects episodes into `outdir` with a random policy or a trained run's policy (train phase, with exploration).
+
+    Without a checkpoint, `overrides` are checked against the default config and `env.image_size` applies.
+    """
     if policy == "random" and checkpoint is None:
         if not task:
             raise ConfigError("--task is required for random collection, e.g. --task gym:Pendulum-v1")
-        env = make_env(task, obs or "image", action_repeat or 1, time_limit, seed)
+        image_size = apply_overrides(Config(), list(overrides)).env.image_size
+        env = make_env(task, obs or "image", action_repeat or 1, time_limit, seed, image_size)
         agent = collect.RandomAgent(env.action_space.shape[0], seed=seed)
-        return collect.collect_episodes(env, agent, episodes, outdir, training=True, seed=seed)
+        return collect.collect_episodes(env, agent, episodes, outdir, training=True, seed=seed, progress=progress)
     settings = list(overrides)
     run = find_run_config(checkpoint)
     for key, value, current in (("env.task", task, run.env.task), ("env.obs", obs, run.env.obs),
@@ -119,4 +124,4 @@ def collect_with_policy(outdir: str, episodes: int, policy: str = "random", chec
         settings.append(f"env.time_limit={time_limit}")
     _, agent, env, _ = load_agent(checkpoint, settings, seed)
     agent.policy.set_policies(train=policy)
-    return collect.collect_episodes(env, agent.actor(TRAIN), episodes, outdir, training=True, seed=seed)
+    return collect.collect_episodes(env, agent.actor(TRAIN), episodes, outdir, training=True, seed=seed, progress=progress)

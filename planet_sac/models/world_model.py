@@ -15,7 +15,7 @@ from typing import Dict, Mapping
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from planet_sac.config import ModelConfig
+from planet_sac.config import ConfigError, ModelConfig
 from planet_sac.models.networks import MLP, ConvDecoder, ConvEncoder
 from planet_sac.models.rssm import RSSM, State
 
@@ -31,7 +31,8 @@ class WorldModel(tf.Module):
         its distributions and every loss term stay float32)."""
         super().__init__(name=name)
         if obs_key == "image" and tuple(obs_shape) != (64, 64, 3):
-            raise ValueError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}")
+            raise ConfigError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}; "
+                              "use env.image_size=64")
         self.config = config
         self.obs_key = obs_key
         self.obs_shape = tuple(obs_shape)

@@ -360,7 +360,7 @@ class Trainer:
                 if self.phase() == TEST:
                     bar.set_description(TEST)
                     last = self.run_test_phase()
-                    tqdm.write(f"step {step}: test return {last['test/return']:.1f}")
+                    log.info("step %d: test return %.1f", step, last["test/return"])
                     continue
                 if step >= total:
                     break
@@ -380,8 +380,8 @@ class Trainer:
                     episode = self.collect_train_episode()
                     values["train/return"] = episode["return"]
                     values["train/episode_length"] = episode["length"]
-                    tqdm.write(f"step {step}: episode {int(self.counters.train_episodes.numpy())} "
-                               f"return {episode['return']:.1f} (env steps {int(self.counters.env_steps.numpy())})")
+                    log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
+                             episode["return"], int(self.counters.env_steps.numpy()))
                 if step % schedule.log_every == 0 or values:
                     elapsed = time.perf_counter() - window_start
                     values.update({key: float(value) for key, value in metrics.items()})

@@ -209,7 +209,7 @@ def _plot(args: argparse.Namespace) -> int:
         raise ConfigError(f"--smooth={args.smooth}: must be >= 1")
     if not args.out.endswith(".png"):
         raise ConfigError(f"--out {args.out}: the file name must end in .png")
-    plot_runs(args.logdirs, args.out, smooth=args.smooth)
+    plot_runs(args.logdirs, args.out, smooth_window=args.smooth)
     print(f"wrote {args.out}")
     return 0
 

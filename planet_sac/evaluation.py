@@ -52,31 +52,13 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0) ->
     return config, agent, env, step
 
 
-class _RecordFrames(gymnasium.Wrapper):
-    """Keeps a rendered frame after every reset and step (for videos of state-based tasks too)."""
-
-    def __init__(self, env: gymnasium.Env):
-        super().__init__(env)
-        self.frames: list[np.ndarray] = []
-
-    def reset(self, **kwargs):
-        result = self.env.reset(**kwargs)
-        self.frames = [np.asarray(self.env.render())]
-        return result
-
-    def step(self, action):
-        result = self.env.step(action)
-        self.frames.append(np.asarray(self.env.render()))
-        return result
-
-
 def evaluate(logdir: str, episodes: int, policy: str, seed: int = 12345, video: str | None = None,
              overrides: Sequence[str] = ()) -> dict:
     """Runs `episodes` test-phase episodes with `policy`; returns mean/std/min/max return."""
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
     agent.policy.set_policies(test=policy)
-    recorder = _RecordFrames(env) if video else env
+    recorder = collect.RecordFrames(env) if video else env
     actor = agent.actor(TEST)
     returns = []
     for index in range(episodes):

@@ -38,9 +38,17 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+_WITHOUT_TENSORFLOW = ("planet_sac.config", "planet_sac.envs")
+
+
 def __getattr__(name: str):
     if name in _EXPORTS:
         import importlib
+        import os
 
+        if _EXPORTS[name] not in _WITHOUT_TENSORFLOW:  # without TensorFlow's start-up lines, unless asked for
+            from planet_sac.startup import import_tensorflow
+
+            import_tensorflow(quiet=os.environ.get("TF_CPP_MIN_LOG_LEVEL") != "0")
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'planet_sac' has no attribute {name!r}")

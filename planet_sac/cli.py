@@ -90,6 +90,9 @@ class _LogHandler(logging.Handler):
         tqdm.write(message, file=sys.stderr)
 
 
+_WITHOUT_TENSORFLOW = ("plot", "config-reference")
+
+
 def _configure_output(args: argparse.Namespace) -> None:
     from planet_sac import startup
 
@@ -100,12 +103,14 @@ def _configure_output(args: argparse.Namespace) -> None:
     root.setLevel(logging.WARNING)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.getLogger("planet_sac").setLevel(level)
-    startup.import_tensorflow(quiet=not args.verbose)
+    if args.command not in _WITHOUT_TENSORFLOW:
+        startup.import_tensorflow(quiet=not args.verbose)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    _configure_output(args)
+def _user_errors(command: str) -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(the project's input and set-up errors, out-of-memory errors) that `command` can raise."""
+    if command in _WITHOUT_TENSORFLOW:
+        return (ConfigError, SetupError), (MemoryError,)
     import tensorflow as tf
 
     from planet_sac.episodes.loader import NoEpisodesError
@@ -113,15 +118,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from planet_sac.training.checkpoints import CheckpointError
     from planet_sac.training.trainer import NonFiniteError
 
+    return ((ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError),
+            (tf.errors.ResourceExhaustedError, MemoryError))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _configure_output(args)
+    user_errors, out_of_memory = _user_errors(args.command)
     commands = {"train": _train, "collect": _collect, "evaluate": _evaluate, "plot": _plot, "variables": _variables,
                 "config-reference": _config_reference, "bench": _bench}
     try:
         return commands[args.command](args)
-    except (ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError) as error:
+    except user_errors as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
         print(f"planet-sac {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except (tf.errors.ResourceExhaustedError, MemoryError):
+    except out_of_memory:
         print(f"planet-sac {args.command}: error: out of memory; lower the batch with --set data.batch_size=16 "
               "(or keep it and split it with --set optim.accumulate=2), or shrink cem.candidates", file=sys.stderr)
         return 2

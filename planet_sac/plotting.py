@@ -133,7 +133,8 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
             if key in curves:
                 x, y = curves[key][0], smooth(curves[key][1], smooth_window)
                 drawn.append((x, y))
-                axis.plot(x, y, "o-" if key == "test/return" else "-", color=colors[index % len(colors)], label=label,
+                marker = "o-" if key == "test/return" or len(x) <= 50 else "-"  # points stay visible on short runs
+                axis.plot(x, y, marker, color=colors[index % len(colors)], label=label,
                           markersize=3, linewidth=1 if several else 1.5, alpha=0.55 if several else 1.0)
         summary = mean_and_std(drawn)
         if summary is not None:

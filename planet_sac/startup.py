@@ -42,7 +42,10 @@ def _has_nvidia_driver() -> bool:
 
 
 def set_environment_defaults() -> None:
-    """Quiet TensorFlow logging and, without an NVIDIA driver, no CUDA probe; the user's own settings win."""
+    """Quiet TensorFlow logging, no CUDA probe without an NVIDIA driver, no SDL display probe without a display.
+
+    Variables the user has set are left as they are.
+    """
     defaults = {
         "TF_CPP_MIN_LOG_LEVEL": "2",
         # oneDNN kernels halve the time of PlaNet's conv encoder/decoder on CPU; this TensorFlow build leaves them off.
@@ -51,6 +54,10 @@ def set_environment_defaults() -> None:
     }
     if not _has_nvidia_driver():
         defaults["TF_ENABLED_DEVICE_TYPES"] = "CPU"
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        # gymnasium renders classic-control frames with pygame; without a display SDL prints
+        # "error: XDG_RUNTIME_DIR is invalid or not set" unless it uses its dummy video driver.
+        defaults["SDL_VIDEODRIVER"] = "dummy"
     for key, value in defaults.items():
         if key not in os.environ:
             os.environ[key] = value

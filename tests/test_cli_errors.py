@@ -116,3 +116,15 @@ def test_programming_errors_keep_their_traceback(error, monkeypatch, tmp_path):
     monkeypatch.setattr(Learner, "_update", broken)
     with pytest.raises(type(error), match="a bug"):
         main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--quiet"])
+
+
+def test_train_steps_zero_restores_and_stops_without_updates(run, tmp_path, capsys):
+    new = tmp_path / "new_head"
+    assert main(["train", "--config", SMOKE, "--logdir", str(new), "--restore-from", run, "--include", "world_model/",
+                 "--train-steps", "0", "--set", "schedule.test_episodes=0", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("done: step 0")
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(new / "checkpoints")))
+    assert reader.get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE") == 0
+    old = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{run}/checkpoints"))
+    key = "variables/world_model/rssm/gru/gates_kernel/.ATTRIBUTES/VARIABLE_VALUE"
+    assert (reader.get_tensor(key) == old.get_tensor(key)).all()  # restored, not trained on

@@ -94,3 +94,15 @@ def test_plot_errors_are_one_line(tmp_path, capsys):
     assert not (tmp_path / "x.png").exists()
     with pytest.raises(ConfigError):
         read_curves(str(empty))
+
+
+def test_plot_does_not_load_tensorflow(tmp_path):
+    import subprocess
+    import sys
+
+    run = write_run(tmp_path / "run", RUN_A)
+    code = ("import sys; from planet_sac.cli import main; "
+            f"assert main(['plot', {run!r}, '--out', {str(tmp_path / 'x.png')!r}]) == 0; "
+            "assert 'tensorflow' not in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

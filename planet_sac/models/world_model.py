@@ -108,8 +108,8 @@ class WorldModel(tf.Module):
         metrics = {f"loss/{self.obs_key}": recon_loss, "loss/reward": reward_loss, "loss/kl": tf.reduce_mean(kl),
                    "model/prior_entropy": tf.reduce_mean(self.rssm.distribution(priors).entropy()),
                    "model/posterior_entropy": tf.reduce_mean(self.rssm.distribution(posts).entropy()),
-                   # share of sequences whose KL is below free nats: they get no KL gradient this update
-                   "model/free_nats_clipped": tf.reduce_mean(tf.cast(tf.reduce_mean(kl, 1) < cfg.free_nats, tf.float32))}
+                   # share of time steps whose KL is below free nats: floored, they give no KL gradient
+                   "model/free_nats_clipped": tf.reduce_mean(tf.cast(kl < cfg.free_nats, tf.float32))}
         if cfg.overshooting_distance > 0:
             overshooting = self._overshooting_kl(posts, batch["action"], noise["overshooting"])
             loss += cfg.overshooting_scale * overshooting

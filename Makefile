@@ -9,7 +9,6 @@ CONFIG ?= configs/pendulum.yaml
 LOGDIR ?= logdir/pendulum
 export MUJOCO_GL ?= egl
 
-
 .PHONY: install train evaluate test bench clean
 
 $(STAMP): pyproject.toml

@@ -8,7 +8,6 @@ STAMP := $(VENV)/.installed-stamp
 CONFIG ?= configs/pendulum.yaml
 LOGDIR ?= logdir/pendulum
 export MUJOCO_GL ?= egl
-export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: install train evaluate test bench clean
 

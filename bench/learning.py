@@ -5,8 +5,9 @@ Usage:
         --policy cem --out bench/results/pendulum_cem [--set key=value ...] [--eval-episodes 10]
 
 `--policy` chooses the policy that collects (train phase) and is tested (test phase).
-The run's logdir is OUT/run; the curve is OUT/curve.csv and OUT/curve.png (env steps
-vs episode return, training episodes and test-phase evaluations), and the final
+The run's logdir is OUT/run; the curve is OUT/curve.csv and OUT/curve.png (drawn by
+`planet-sac plot`: returns of training episodes and test phases against env steps, and
+the loss terms against updates), and the final
 evaluation of random, CEM and SAC policies goes to OUT/evaluation.json.
 """
 
@@ -21,6 +22,7 @@ import os
 from planet_sac.config import POLICIES, load_config
 from planet_sac.envs import make_env
 from planet_sac.evaluation import evaluate
+from planet_sac.plotting import plot_runs
 from planet_sac.training.logger import read_metrics
 from planet_sac.training.trainer import train
 
@@ -33,26 +35,6 @@ def curve_rows(logdir: str) -> list[dict]:
             if value is not None:
                 rows.append({"env_steps": record["env_steps"], "step": record["step"], "kind": kind, "return": value})
     return rows
-
-
-def plot(rows: list[dict], path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 4))
-    for kind, style in (("train", "o-"), ("test", "s--")):
-        points = [(row["env_steps"], row["return"]) for row in rows if row["kind"] == kind]
-        if points:
-            axis.plot(*zip(*points), style, label=f"{kind} episodes", markersize=3)
-    axis.set_xlabel("environment steps")
-    axis.set_ylabel("episode return")
-    axis.set_title(title)
-    axis.grid(alpha=0.3)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
 
 
 def main() -> None:
@@ -84,7 +66,7 @@ def main() -> None:
         writer = csv.DictWriter(file, fieldnames=["env_steps", "step", "kind", "return"])
         writer.writeheader()
         writer.writerows(rows)
-    plot(rows, os.path.join(args.out, "curve.png"), f"{config.env.task} ({config.env.obs}), {args.policy}")
+    plot_runs([logdir], os.path.join(args.out, "curve.png"))
     if args.plot_only:
         return
 

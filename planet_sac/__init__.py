@@ -14,13 +14,10 @@ Attributes are imported lazily: the environment worker processes import this pac
 and must not load TensorFlow (it breaks MuJoCo's headless renderer in the same process).
 """
 
-import os as _os
+from planet_sac.startup import set_environment_defaults as _set_environment_defaults
 
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# oneDNN kernels halve the time of PlaNet's conv encoder/decoder on CPU; this TensorFlow build leaves them off.
-# It takes effect only if planet_sac is imported before tensorflow.
-_os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-_os.environ.setdefault("MUJOCO_GL", "egl")
+# Before anything imports TensorFlow: quiet C++ logs, oneDNN on, no CUDA probe without a driver (see startup.py).
+_set_environment_defaults()
 
 __version__ = "0.1.0"
 
@@ -42,9 +39,17 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+_WITHOUT_TENSORFLOW = ("planet_sac.config", "planet_sac.envs")
+
+
 def __getattr__(name: str):
     if name in _EXPORTS:
         import importlib
+        import os
 
+        if _EXPORTS[name] not in _WITHOUT_TENSORFLOW:  # without TensorFlow's start-up lines, unless asked for
+            from planet_sac.startup import import_tensorflow
+
+            import_tensorflow(quiet=os.environ.get("TF_CPP_MIN_LOG_LEVEL") != "0")
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'planet_sac' has no attribute {name!r}")

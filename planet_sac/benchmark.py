@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from planet_sac.config import Config, apply_overrides
+from planet_sac.config import Config, ConfigError, apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
@@ -193,7 +193,7 @@ def time_loader(episodes: int, length: int, batch: int, chunk: int, batches: int
 def run_peer(python: str, batch: int, length: int, reps: int, plan: bool) -> dict:
     """mbrl-lib PlaNet's update (and, if `plan`, CEM action) times, in seconds."""
     if not os.path.exists(PEER_SCRIPT):
-        raise FileNotFoundError(f"{PEER_SCRIPT} not found: run planet-sac bench from the repository root")
+        raise ConfigError(f"{PEER_SCRIPT} not found: run planet-sac bench --peer from the repository root")
     command = [python, PEER_SCRIPT, "--action-dim", str(ACTION_SIZE), "--batch", str(batch), "--seq", str(length),
                "--train-reps", str(reps), "--plan-reps", str(reps)] + ([] if plan else ["--skip-plan"])
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout

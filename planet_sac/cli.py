@@ -1,8 +1,10 @@
-"""The `planet-sac` command line: train, collect, evaluate, variables.
+"""The `planet-sac` command line: train, collect, evaluate, bench, plot, variables, config-reference.
 
-Every command takes `--set section.key=value` overrides (repeatable). Errors in the
-user's input end the command with one readable line and exit status 2, before any
-long work starts.
+`train`, `collect` and `evaluate` take `--set section.key=value` overrides (repeatable),
+checked against the config before anything is written. Errors in the user's input or
+set-up (ConfigError, SetupError and the other project errors) end the command with one
+readable line and exit status 2; anything else is a bug and keeps its traceback.
+TensorFlow is imported only after the log levels are set (see planet_sac/startup.py).
 """
 
 from __future__ import annotations
@@ -13,13 +15,19 @@ import sys
 from typing import Sequence
 
 from planet_sac.config import POLICIES, ConfigError
+from planet_sac.errors import SetupError
 
 
 def _parser() -> argparse.ArgumentParser:
+    output = argparse.ArgumentParser(add_help=False)
+    loudness = output.add_mutually_exclusive_group()
+    loudness.add_argument("--verbose", action="store_true", help="debug logs and TensorFlow's own start-up messages")
+    loudness.add_argument("--quiet", action="store_true", help="only warnings and the final result (no progress bars)")
+
     parser = argparse.ArgumentParser(prog="planet-sac", description="PlaNet world models with CEM planning and a SAC head.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a world model and agent, or resume a run in --logdir")
+    train = commands.add_parser("train", parents=[output], help="train a world model and agent, or resume a run in --logdir")
     train.add_argument("--logdir", required=True, help="run directory; an existing one is resumed")
     train.add_argument("--config", help="YAML config (configs/*.yaml); a resumed run uses its saved config.yaml")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. data.batch_size=16")
@@ -29,9 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--include", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names to restore (re.match), default all")
     train.add_argument("--exclude", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names not to restore")
     train.add_argument("--force", action="store_true", help="resume even if --config/--set change the saved config")
-    train.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    coll = commands.add_parser("collect", help="collect episodes to .npz with a random or trained policy")
+    coll = commands.add_parser("collect", parents=[output], help="collect episodes to .npz with a random or trained policy")
     coll.add_argument("--task", help="gym:<id> or dmc:<domain>-<task> (default: the checkpoint's task)")
     coll.add_argument("--obs", choices=["image", "state"], help="observation mode (default: image, or the checkpoint's)")
     coll.add_argument("--episodes", type=int, required=True)
@@ -41,9 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("--time-limit", type=int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")
     coll.add_argument("--checkpoint", help="logdir, checkpoints/ folder or prefix of a trained run (needed unless --policy random)")
-    coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key of the checkpoint's run")
+    coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config key of the checkpoint's run (without --checkpoint: env.image_size)")
 
-    evaluate = commands.add_parser("evaluate", help="run the latest checkpoint and report returns")
+    evaluate = commands.add_parser("evaluate", parents=[output], help="run the latest checkpoint and report returns")
     evaluate.add_argument("--logdir", required=True)
     evaluate.add_argument("--episodes", type=int, default=5)
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
@@ -51,34 +59,84 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
-    bench = commands.add_parser("bench", help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
+    bench = commands.add_parser("bench", parents=[output], help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
     bench.add_argument("--size", choices=["full", "tiny"], default="full", help="full: PlaNet's sizes; tiny: a quick check")
     bench.add_argument("--reps", type=int, default=3, help="timed calls per figure (median), after one warm-up call")
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh)")
 
-    variables = commands.add_parser("variables", help="list the variables (names and shapes) of a checkpoint")
+    plot = commands.add_parser("plot", parents=[output], help="draw return and loss curves of one or more runs from metrics.jsonl")
+    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="runs to plot; several are drawn as mean and spread too")
+    plot.add_argument("--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
+    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="moving average over N points (default: 1, none)")
+
+    variables = commands.add_parser("variables", parents=[output], help="list the variables (names and shapes) of a checkpoint")
     variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
+
+    reference = commands.add_parser("config-reference", parents=[output], help="print every config key as a Markdown table")
+    reference.add_argument("--out", metavar="FILE.md", help="write to this file instead of printing (e.g. docs/config.md)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    logging.getLogger("planet_sac").setLevel(logging.INFO)
+class _LogHandler(logging.Handler):
+    """Log lines on stderr that do not break a progress bar; INFO lines without a level prefix."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        message = record.getMessage()
+        if record.levelno != logging.INFO:
+            message = f"{record.levelname.lower()}: {message}"
+        tqdm.write(message, file=sys.stderr)
+
+
+_WITHOUT_TENSORFLOW = ("plot", "config-reference")
+
+
+def _configure_output(args: argparse.Namespace) -> None:
+    from planet_sac import startup
+
+    if args.verbose:
+        startup.use_verbose_environment()
+    root = logging.getLogger()
+    root.handlers = [handler for handler in root.handlers if not isinstance(handler, _LogHandler)] + [_LogHandler()]
+    root.setLevel(logging.WARNING)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.getLogger("planet_sac").setLevel(level)
+    if args.command not in _WITHOUT_TENSORFLOW:
+        startup.import_tensorflow(quiet=not args.verbose)
+
+
+def _user_errors(command: str) -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(the project's input and set-up errors, out-of-memory errors) that `command` can raise."""
+    if command in _WITHOUT_TENSORFLOW:
+        return (ConfigError, SetupError), (MemoryError,)
     import tensorflow as tf
 
+    from planet_sac.episodes.loader import NoEpisodesError
     from planet_sac.episodes.storage import BadEpisodeError
     from planet_sac.training.checkpoints import CheckpointError
     from planet_sac.training.trainer import NonFiniteError
 
+    return ((ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError),
+            (tf.errors.ResourceExhaustedError, MemoryError))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _configure_output(args)
+    user_errors, out_of_memory = _user_errors(args.command)
+    commands = {"train": _train, "collect": _collect, "evaluate": _evaluate, "plot": _plot, "variables": _variables,
+                "config-reference": _config_reference, "bench": _bench}
     try:
-        return {"train": _train, "collect": _collect, "evaluate": _evaluate, "variables": _variables,
-                "bench": _bench}[args.command](args)
-    except (ConfigError, CheckpointError, BadEpisodeError, NonFiniteError, ValueError, OSError, TimeoutError,
-            tf.errors.OpError) as error:
+        return commands[args.command](args)
+    except user_errors as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
         print(f"planet-sac {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except out_of_memory:
+        print(f"planet-sac {args.command}: error: out of memory; lower the batch with --set data.batch_size=16 "
+              "(or keep it and split it with --set optim.accumulate=2), or shrink cem.candidates", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"planet-sac {args.command}: interrupted", file=sys.stderr)
@@ -102,29 +160,37 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from planet_sac.evaluation import collect_with_policy
+    from planet_sac.config import apply_overrides, load_config
+    from planet_sac.evaluation import collect_with_policy, find_run_config
+    from planet_sac.training.trainer import prepare_logdir
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
     if args.policy != "random" and not args.checkpoint:
         raise ConfigError(f"--policy {args.policy} needs --checkpoint LOGDIR of a trained run")
-    from planet_sac.training.trainer import prepare_logdir
-
+    if args.checkpoint:
+        apply_overrides(find_run_config(args.checkpoint), args.set)  # checked before anything is written
+    else:
+        if not args.task:
+            raise ConfigError("--task is required for random collection, e.g. --task gym:Pendulum-v1")
+        load_config(None, args.set)
     prepare_logdir(args.outdir, "--outdir")
     summaries = collect_with_policy(args.outdir, args.episodes, args.policy, args.checkpoint, task=args.task, obs=args.obs,
                                     action_repeat=args.action_repeat, time_limit=args.time_limit, seed=args.seed,
-                                    overrides=args.set)
+                                    overrides=args.set, progress=not args.quiet)
     returns = [summary["return"] for summary in summaries]
     print(f"wrote {len(summaries)} episodes to {args.outdir}: mean return {sum(returns) / len(returns):.2f}")
     return 0
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from planet_sac.evaluation import check_run, evaluate
+    from planet_sac.config import apply_overrides
+    from planet_sac.evaluation import check_run, evaluate, find_run_config
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
     check_run(args.logdir, args.video)
+    apply_overrides(find_run_config(args.logdir), args.set)  # checked before any episode runs
     print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episodes, {args.logdir})")
     for index, policy in enumerate(args.policy):
         video = args.video if index == 0 else None
@@ -146,6 +212,31 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as file:
             json.dump(results, file, indent=2)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from planet_sac.plotting import plot_runs
+
+    if args.smooth < 1:
+        raise ConfigError(f"--smooth={args.smooth}: must be >= 1")
+    if not args.out.endswith(".png"):
+        raise ConfigError(f"--out {args.out}: the file name must end in .png")
+    plot_runs(args.logdirs, args.out, smooth_window=args.smooth)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _config_reference(args: argparse.Namespace) -> int:
+    from planet_sac.config import config_reference
+
+    text = config_reference()
+    if args.out:
+        with open(args.out, "w") as file:
+            file.write(text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
     return 0
 
 

@@ -18,7 +18,9 @@ import gymnasium
 import numpy as np
 from tqdm import tqdm
 
+from planet_sac.envs import resize_image
 from planet_sac.episodes.storage import save_episode
+from planet_sac.errors import SetupError
 
 
 class Agent(Protocol):
@@ -51,6 +53,48 @@ class RandomAgent:
         batch_size = len(next(iter(obs.values())))
         actions = self._rng.uniform(-1.0, 1.0, (batch_size, self.action_size))
         return actions.astype(np.float32), None
+
+
+class RecordFrames(gymnasium.Wrapper):
+    """Keeps a frame after every reset and step, for videos: the rendered frame, or the image observation.
+
+    `from_observation` uses the `image` observation the agent saw (no second render);
+    otherwise `env.render()` is kept, resized to `size` x `size` when `size` is given.
+    With `optional`, a frame that cannot be rendered (e.g. pygame missing) ends the
+    recording and is kept in `error` instead of stopping the episode.
+    """
+
+    def __init__(self, env: gymnasium.Env, from_observation: bool = False, size: int | None = None,
+                 optional: bool = False):
+        super().__init__(env)
+        self.from_observation = from_observation
+        self.size = size
+        self.optional = optional
+        self.frames: list[np.ndarray] = []
+        self.error: SetupError | None = None
+
+    def _record(self, obs: dict[str, np.ndarray]) -> None:
+        if self.error is not None:
+            return
+        try:
+            frame = obs["image"] if self.from_observation else np.asarray(self.env.render())
+        except SetupError as error:
+            if not self.optional:
+                raise
+            self.error, self.frames = error, []
+            return
+        self.frames.append(resize_image(frame, self.size) if self.size else frame)
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        self.frames = []
+        self._record(obs)
+        return obs, info
+
+    def step(self, action: np.ndarray):
+        result = self.env.step(action)
+        self._record(result[0])
+        return result
 
 
 def run_episode(

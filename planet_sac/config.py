@@ -30,21 +30,21 @@ class ConfigError(ValueError):
 class EnvConfig:
     """Which environment to run and how observations look."""
 
-    task: str = "dmc:cheetah-run"  # gym:<gymnasium id> or dmc:<domain>-<task>
-    obs: Literal["image", "state"] = "image"
-    action_repeat: int = 4
+    task: str = "dmc:cheetah-run"  # the task: a gymnasium id or a dm_control domain-task pair
+    obs: Literal["image", "state"] = "image"  # image: 64x64x3 uint8 frames; state: the flat state vector
+    action_repeat: int = 4  # simulator steps per agent action (rewards summed)
     time_limit: int | None = None  # agent steps per episode; None = the task's own limit
-    image_size: int = 64
-    seed: int = 0
+    image_size: int = 64  # height and width of image observations (the conv decoder needs 64)
+    seed: int = 0  # seeds the training environment (the test environment uses seed + 10000)
 
     def validate(self) -> None:
+        _record("env.task", "`gym:<id>` or `dmc:<domain>-<task>`")
         if not (self.task.startswith("gym:") or self.task.startswith("dmc:")) or len(self.task) < 5:
             raise ConfigError(
                 f"env.task={self.task!r}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
             )
         _positive("env.action_repeat", self.action_repeat)
-        if self.time_limit is not None:
-            _positive("env.time_limit", self.time_limit)
+        _positive("env.time_limit", self.time_limit)
         _positive("env.image_size", self.image_size)
 
 
@@ -52,21 +52,19 @@ class EnvConfig:
 class DataConfig:
     """Replay: how chunks are streamed from the episode directories."""
 
-    batch_size: int = 50
-    chunk_length: int = 50
+    batch_size: int = 50  # sequences per world-model update
+    chunk_length: int = 50  # time steps per sequence
     every: int = 10  # episodes yielded per scan of the directory (PlaNet's scan_episodes_every)
-    max_episodes: int | None = None  # cache cap; oldest episodes are dropped first
+    max_episodes: int | None = None  # cache cap; oldest episodes are dropped first; None = keep all
     wait_seconds: float = 60.0  # how long an empty directory is waited for before failing
     seed_episodes: int = 5  # random episodes collected before training starts
     test_seed_episodes: int = 5  # random episodes in test_episodes/, for the held-out model loss
 
     def validate(self) -> None:
         _positive("data.batch_size", self.batch_size)
-        if self.chunk_length < 2:
-            raise ConfigError(f"data.chunk_length={self.chunk_length}: must be >= 2")
+        _in_range("data.chunk_length", self.chunk_length, low=2)
         _positive("data.every", self.every)
-        if self.max_episodes is not None:
-            _positive("data.max_episodes", self.max_episodes)
+        _positive("data.max_episodes", self.max_episodes)
         _non_negative("data.wait_seconds", self.wait_seconds)
         _non_negative("data.seed_episodes", self.seed_episodes)
         _non_negative("data.test_seed_episodes", self.test_seed_episodes)
@@ -76,21 +74,21 @@ class DataConfig:
 class ModelConfig:
     """The recurrent state-space model (RSSM) and its heads."""
 
-    deter_size: int = 200
-    stoch_size: int = 30
-    hidden_size: int = 200
-    min_stddev: float = 0.1
+    deter_size: int = 200  # deterministic (GRU) state size of the RSSM
+    stoch_size: int = 30  # stochastic (Gaussian) state size of the RSSM
+    hidden_size: int = 200  # hidden layer width inside the RSSM's prior and posterior
+    min_stddev: float = 0.1  # lower bound of the stochastic state's standard deviation
     cnn_depth: int = 32  # conv encoder channels 32/64/128/256 as in PlaNet
     mlp_units: int = 200  # encoder/decoder/reward MLP width for state observations
-    mlp_layers: int = 2
+    mlp_layers: int = 2  # hidden layers of those MLPs
     reward_units: int = 100  # width of the reward head's two hidden layers (PlaNet's feed_forward)
     activation: Literal["relu", "elu"] = "relu"  # of the RSSM, reward head and state MLPs (PlaNet: relu; Dreamer: elu)
     free_nats: float = 3.0  # floor on the KL of every time step (PlaNet: elementwise, before the mean)
-    kl_scale: float = 1.0
+    kl_scale: float = 1.0  # weight of the KL term in the loss
     reward_scale: float = 10.0  # PlaNet's reward_scale
     overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet)
-    overshooting_scale: float = 0.0
-    image_bits: int = 5
+    overshooting_scale: float = 0.0  # weight of the latent overshooting KL
+    image_bits: int = 5  # bit depth images are quantised to before encoding (PlaNet: 5)
 
     def validate(self) -> None:
         for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
@@ -99,20 +97,19 @@ class ModelConfig:
         for name in ("free_nats", "kl_scale", "reward_scale", "overshooting_scale"):
             _non_negative(f"model.{name}", getattr(self, name))
         _non_negative("model.overshooting_distance", self.overshooting_distance)
-        if not 1 <= self.image_bits <= 8:
-            raise ConfigError(f"model.image_bits={self.image_bits}: must be in 1..8")
+        _in_range("model.image_bits", self.image_bits, low=1, high=8)
 
 
 @dataclasses.dataclass
 class OptimConfig:
     """The world model's optimiser and its compiled update step."""
 
-    learning_rate: float = 1e-3
+    learning_rate: float = 1e-3  # Adam learning rate of the world model
     warmup_updates: int = 200  # linear learning-rate ramp from 0 (PlaNet: ramp 10000 samples / batch 50)
-    adam_epsilon: float = 1e-4
-    grad_clip: float = 1000.0
-    accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update
-    jit_compile: bool = False
+    adam_epsilon: float = 1e-4  # Adam epsilon
+    grad_clip: float = 1000.0  # global gradient norm is clipped to this
+    accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update (lowers memory, same batch)
+    jit_compile: bool = False  # compile the update with XLA (slower on CPU, see README)
     precision: Literal["float32", "mixed_bfloat16"] = "float32"  # mixed_bfloat16: conv encoder/decoder in bfloat16
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
 
@@ -129,10 +126,10 @@ class OptimConfig:
 class CEMConfig:
     """Cross-entropy method planning in latent space."""
 
-    horizon: int = 12
-    candidates: int = 1000
-    iterations: int = 10
-    top_k: int = 100
+    horizon: int = 12  # planning horizon in agent steps
+    candidates: int = 1000  # action sequences evaluated per iteration
+    iterations: int = 10  # refinements of the action distribution per action
+    top_k: int = 100  # best sequences the distribution is refitted to
     discount: float = 0.99  # discount of predicted rewards in the planning objective (PlaNet's planner: 0.99)
     precision: Literal["float32", "bfloat16"] = "float32"  # dtype of the imagined rollouts (bfloat16: CPUs with AVX512-BF16/AMX)
     warm_start: bool = False  # start each step's search from the previous step's plan, shifted by one step (iCEM, TD-MPC)
@@ -142,38 +139,32 @@ class CEMConfig:
     def validate(self) -> None:
         for name in ("horizon", "candidates", "iterations", "top_k"):
             _positive(f"cem.{name}", getattr(self, name))
-        if self.top_k > self.candidates:
-            raise ConfigError(
-                f"cem.top_k={self.top_k} is larger than cem.candidates={self.candidates}: "
-                "top_k must be <= candidates"
-            )
-        if not 0.0 < self.discount <= 1.0:
-            raise ConfigError(f"cem.discount={self.discount}: must be in (0, 1]")
+        _in_range("cem.top_k", self.top_k, high=self.candidates, high_name="cem.candidates")
+        _in_range("cem.discount", self.discount, low=0.0, high=1.0, low_open=True)
         _non_negative("cem.exploration_noise", self.exploration_noise)
-        if not 0.0 <= self.guide_fraction <= 1.0:
-            raise ConfigError(f"cem.guide_fraction={self.guide_fraction}: must be in [0, 1]")
+        _in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
 
 
 @dataclasses.dataclass
 class SACConfig:
     """Soft Actor-Critic head on the world model's latent features."""
 
-    units: int = 256
-    layers: int = 2
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    alpha_lr: float = 3e-4
-    init_alpha: float = 0.1
-    target_entropy: float | None = None  # None = -|A|
-    discount: float = 0.99
-    tau: float = 0.005
+    units: int = 256  # hidden width of actor and critics
+    layers: int = 2  # hidden layers of actor and critics
+    actor_lr: float = 3e-4  # Adam learning rate of the actor
+    critic_lr: float = 3e-4  # Adam learning rate of the critics
+    alpha_lr: float = 3e-4  # Adam learning rate of the temperature
+    init_alpha: float = 0.1  # initial entropy temperature (alpha)
+    target_entropy: float | None = None  # entropy the temperature steers towards; None = -|A|
+    discount: float = 0.99  # discount of the critics' targets
+    tau: float = 0.005  # Polyak rate of the target critics
     updates_per_step: int = 1  # SAC updates per world-model update
     batch_size: int = 256  # transitions per SAC update
     n_step: int = 1  # n-step returns for the critic's target
     burn_in: int = 0  # chunk steps whose posteriors (filtered from a zero state) start no real transition
     imagination_horizon: int = 0  # 0 = off; else also train on rollouts of this length in the model (MBPO/Dreamer)
     real_ratio: float = 1.0  # share of each SAC batch from real chunks; the rest is imagined
-    action_bounds: Literal["tanh", "invert_gradients"] = "tanh"
+    action_bounds: Literal["tanh", "invert_gradients"] = "tanh"  # squash actions, or invert gradients at the bounds
 
     def validate(self) -> None:
         for name in ("units", "layers", "batch_size"):
@@ -184,17 +175,15 @@ class SACConfig:
         _positive("sac.n_step", self.n_step)
         _non_negative("sac.burn_in", self.burn_in)
         _non_negative("sac.imagination_horizon", self.imagination_horizon)
-        if not 0.0 <= self.real_ratio <= 1.0:
-            raise ConfigError(f"sac.real_ratio={self.real_ratio}: must be in [0, 1]")
+        _in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
+        _record("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
         if self.real_ratio < 1.0 and self.imagination_horizon < self.n_step:
             raise ConfigError(
                 f"sac.real_ratio={self.real_ratio} mixes in imagined transitions, which need "
                 f"sac.imagination_horizon >= sac.n_step={self.n_step} (it is {self.imagination_horizon})"
             )
-        if not 0.0 <= self.discount <= 1.0:
-            raise ConfigError(f"sac.discount={self.discount}: must be in [0, 1]")
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"sac.tau={self.tau}: must be in (0, 1]")
+        _in_range("sac.discount", self.discount, low=0.0, high=1.0)
+        _in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
 
 
 @dataclasses.dataclass
@@ -206,6 +195,7 @@ class PolicyConfig:
     compare: list[PolicyName] = dataclasses.field(default_factory=list)  # also evaluated each test phase, not saved
 
     def validate(self) -> None:
+        _record("policy.compare", "each at most once")
         if len(set(self.compare)) != len(self.compare):
             raise ConfigError(f"policy.compare={self.compare}: lists a policy twice")
 
@@ -218,8 +208,8 @@ class ScheduleConfig:
     train_phase_steps: int = 1000  # updates per train phase; PlaNet's train_steps 50000 samples / batch 50
     collect_every: int = 100  # updates per collected training episode; PlaNet's collect_every 5000 / 50
     test_episodes: int = 1  # evaluation episodes per test phase
-    log_every: int = 100
-    checkpoint_every: int = 1000
+    log_every: int = 100  # updates between metrics.jsonl / TensorBoard records
+    checkpoint_every: int = 1000  # updates between checkpoints
     video_every: int = 10_000  # open-loop prediction summaries (image tasks)
 
     def validate(self) -> None:
@@ -240,13 +230,16 @@ class Config:
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
-    seed: int = 0
+    seed: int = 0  # seeds model initialisation, replay sampling and the policy's noise
 
     def validate(self) -> None:
         for field in dataclasses.fields(self):
             section = getattr(self, field.name)
             if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
                 section.validate()
+        for key in ("sac.burn_in", "sac.n_step"):
+            _record(key, "sac.burn_in + sac.n_step < data.chunk_length - 1")
+        _record("model.overshooting_distance", "<= data.chunk_length - 2")
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be smaller than "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
@@ -296,10 +289,10 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
             if part not in node or not isinstance(node[part], dict):
-                raise ConfigError(_unknown_key(".".join(parts[: i + 1]), list(node)))
+                raise ConfigError(f"--set {key}: " + _unknown_key(".".join(parts[: i + 1]), list(node)))
             node = node[part]
         if parts[-1] not in node:
-            raise ConfigError(_unknown_key(key, list(node)))
+            raise ConfigError(f"--set {key}: " + _unknown_key(key, list(node)))
         node[parts[-1]] = value
     return from_dict(data, source="--set")
 
@@ -429,11 +422,131 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _positive(key: str, value: float) -> None:
-    if not value > 0:
+# ----------------------------------------------------------------------------- value checks
+# validate() states every range through these helpers, so the config reference (below)
+# reads the allowed values from the same calls that enforce them.
+
+_ranges: dict[str, str] | None = None  # set while config_reference() records the checks
+
+
+def _record(key: str, allowed: str) -> None:
+    if _ranges is not None:
+        _ranges[key] = f"{_ranges[key]} and {allowed}" if key in _ranges else allowed
+
+
+def _positive(key: str, value: float | None) -> None:
+    """value > 0 (None passes: optional keys)."""
+    _record(key, "> 0")
+    if value is not None and not value > 0:
         raise ConfigError(f"{key}={value}: must be > 0")
 
 
-def _non_negative(key: str, value: float) -> None:
-    if not value >= 0:
+def _non_negative(key: str, value: float | None) -> None:
+    """value >= 0 (None passes: optional keys)."""
+    _record(key, ">= 0")
+    if value is not None and not value >= 0:
         raise ConfigError(f"{key}={value}: must be >= 0")
+
+
+def _in_range(key: str, value: float, low: float | None = None, high: float | None = None, low_open: bool = False,
+              high_name: str | None = None) -> None:
+    """low <= value <= high (low < value with `low_open`); `high_name` names a key the upper bound comes from."""
+    if low is not None and high is not None and high_name is None:
+        allowed = f"in {'(' if low_open else '['}{low}, {high}]"
+    else:
+        parts = [f"{'>' if low_open else '>='} {low}"] if low is not None else []
+        parts += [f"<= {high_name or high}"] if high is not None else []
+        allowed = " and ".join(parts)
+    _record(key, allowed)
+    too_low = low is not None and (value <= low if low_open else value < low)
+    if too_low or (high is not None and value > high):
+        raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
+
+
+# ----------------------------------------------------------------------------- the reference
+
+
+def config_reference() -> str:
+    """Markdown tables of every key: type, default, allowed values and meaning, from the classes themselves.
+
+    Meanings are the trailing comments of the fields; allowed values are recorded from
+    the checks `validate()` makes on the default config.
+    """
+    global _ranges
+    _ranges = {}
+    try:
+        Config().validate()
+        ranges = _ranges
+    finally:
+        _ranges = None
+    lines = [
+        "# Config reference",
+        "",
+        "Generated from `planet_sac/config.py` by `planet-sac config-reference --out docs/config.md`; "
+        "do not edit by hand (a test compares this file with the code).",
+        "",
+        "Set keys in a YAML file (`--config`, see `configs/default.yaml`) or on the command line with "
+        "`--set section.key=value`. Unknown keys, wrong types and values outside the allowed range are "
+        "rejected with a one-line error.",
+        "",
+    ]
+    hints = typing.get_type_hints(Config)
+    sections = [(None, Config)] + [(field.name, hints[field.name]) for field in dataclasses.fields(Config)
+                                   if dataclasses.is_dataclass(hints[field.name])]
+    for section, cls in sections:
+        cls_hints, comments = typing.get_type_hints(cls), _field_comments(cls)
+        rows = [_reference_row(section, field, cls_hints[field.name], ranges, comments)
+                for field in dataclasses.fields(cls) if not dataclasses.is_dataclass(cls_hints[field.name])]
+        title = [f"## `{section}`", "", (cls.__doc__ or "").strip()] if section else ["## top level"]
+        lines += [*title, "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|", *rows, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _reference_row(section: str | None, field: dataclasses.Field, hint: Any, ranges: dict[str, str],
+                   comments: dict[str, str]) -> str:
+    key = f"{section}.{field.name}" if section else field.name
+    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    allowed = ranges.get(key, "")
+    if typing.get_origin(hint) is Literal:
+        allowed = " or ".join(f"`{choice}`" for choice in typing.get_args(hint))
+    elif typing.get_origin(hint) is list and typing.get_origin(typing.get_args(hint)[0]) is Literal:
+        choices = ", ".join(f"`{choice}`" for choice in typing.get_args(typing.get_args(hint)[0]))
+        allowed = f"any of {choices}" + (f"; {allowed}" if allowed else "")
+    elif hint is bool:
+        allowed = "`true` or `false`"
+    optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+    if optional and allowed:
+        allowed += " or `null`"
+    meaning = comments.get(field.name, "")
+    if not meaning:
+        raise ConfigError(f"{key} has no meaning: add a trailing comment to its field in planet_sac/config.py")
+    return f"| `{key}` | {_type_name(hint)} | `{yaml.safe_dump(default).splitlines()[0].removesuffix(' ...')}` | " \
+           f"{allowed or 'any'} | {meaning.replace('|', chr(92) + '|')} |"
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is Literal:
+        return "str"
+    if typing.get_origin(hint) is list:
+        return f"list of {_type_name(typing.get_args(hint)[0])}"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join("null" if arg is type(None) else _type_name(arg) for arg in typing.get_args(hint))
+    return hint.__name__
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """{field: its trailing comment} read from the class source."""
+    import inspect
+    import io
+    import tokenize
+
+    comments: dict[str, str] = {}
+    source = inspect.getsource(cls)
+    lines = source.splitlines()
+    names = {field.name for field in dataclasses.fields(cls)}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            name = lines[token.start[0] - 1].split(":", 1)[0].strip()  # `    name: type = default  # meaning`
+            if name in names:
+                comments.setdefault(name, token.string.lstrip("#").strip())
+    return comments

@@ -35,6 +35,9 @@ import numpy as np
 from gymnasium import spaces
 from PIL import Image
 
+from planet_sac.config import ConfigError
+from planet_sac.errors import MissingPackageError, SetupError
+
 OBS_KEYS = ("image", "state")
 DMC_DEFAULT_STEPS = 1000
 """Episode length of the dm_control suite tasks in control steps (before action repeat)."""
@@ -65,26 +68,27 @@ def make_env(
         image_size: Height and width of image observations.
 
     Raises:
-        ValueError: For a malformed or unknown task, or an unsupported observation or action space.
+        ConfigError: For a malformed or unknown task, or an unsupported observation or action space.
+        SetupError: When a package or the OpenGL library the task needs is missing (says what to install).
     """
     if obs not in OBS_KEYS:
-        raise ValueError(f"obs must be one of {OBS_KEYS}, got {obs!r}")
+        raise ConfigError(f"obs must be one of {OBS_KEYS}, got {obs!r}")
     if action_repeat < 1:
-        raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
+        raise ConfigError(f"action_repeat must be >= 1, got {action_repeat}")
     if time_limit is not None and time_limit < 1:
-        raise ValueError(f"time_limit must be >= 1 or None, got {time_limit}")
+        raise ConfigError(f"time_limit must be >= 1 or None, got {time_limit}")
     if image_size < 1:
-        raise ValueError(f"image_size must be >= 1, got {image_size}")
+        raise ConfigError(f"image_size must be >= 1, got {image_size}")
     source, sep, name = task.partition(":")
     if not sep or not name:
-        raise ValueError(f"bad task {task!r}: {_TASK_FORMAT}")
+        raise ConfigError(f"bad task {task!r}: {_TASK_FORMAT}")
     if source == "gym":
         kind: type[SimEnv] = GymEnv
         uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(name), "entry_point", ""))
     elif source == "dmc":
         kind, uses_mujoco = DMCEnv, True
     else:
-        raise ValueError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
+        raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
     env = EnvProcess(kind, *args) if uses_mujoco else kind(*args)
     if time_limit is None and env.default_steps is not None:
@@ -152,29 +156,30 @@ class GymEnv(SimEnv):
         self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None
     ) -> None:
         super().__init__(obs_key, action_repeat, image_size, seed)
+        self.name = name
         try:
             spec = gymnasium.spec(name)
         except gymnasium.error.Error as err:
             message = " ".join(str(err).split())
-            raise ValueError(
+            raise ConfigError(
                 f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
                 "e.g. 'gym:Pendulum-v1'"
             ) from None
         self.default_steps = spec.max_episode_steps
         can_render = "rgb_array" in _render_modes(spec)
         if obs_key == "image" and not can_render:
-            raise ValueError(f"gym:{name} cannot render rgb_array frames; use obs='state'")
+            raise ConfigError(f"gym:{name} cannot render rgb_array frames; use obs='state'")
         self.render_mode = "rgb_array" if can_render else None
         kwargs = {"render_mode": "rgb_array"} if can_render else {}
         self._env = gymnasium.make(name, max_episode_steps=-1, **kwargs)
         action_space = self._env.action_space
         if not isinstance(action_space, spaces.Box):
-            raise ValueError(
+            raise ConfigError(
                 f"gym:{name} has a {type(action_space).__name__} action space; only continuous "
                 "(Box) action spaces are supported, e.g. 'gym:Pendulum-v1'"
             )
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ValueError(f"gym:{name} has unbounded actions; bounded Box actions are needed")
+            raise ConfigError(f"gym:{name} has unbounded actions; bounded Box actions are needed")
         self.action_space = action_space
         self._inner_obs_space = self._env.observation_space
         if obs_key == "image":
@@ -197,13 +202,17 @@ class GymEnv(SimEnv):
 
     def _observe(self) -> dict[str, np.ndarray]:
         if self.obs_key == "image":
-            return {"image": resize_image(self._env.render(), self.image_size)}
+            return {"image": resize_image(self.render(), self.image_size)}
         state = spaces.flatten(self._inner_obs_space, self._last_obs)
         return {"state": np.asarray(state, np.float32)}
 
     def render(self) -> np.ndarray:
         """The inner environment's full-resolution RGB frame."""
-        return self._env.render()
+        try:
+            return self._env.render()
+        except gymnasium.error.DependencyNotInstalled as err:  # e.g. pygame for the classic-control tasks
+            message = " ".join(str(err).split())
+            raise MissingPackageError(f"gym:{self.name} cannot render frames: {message}") from None
 
     def close(self) -> None:
         self._env.close()
@@ -225,18 +234,14 @@ class DMCEnv(SimEnv):
     ) -> None:
         super().__init__(obs_key, action_repeat, image_size, seed)
         os.environ.setdefault("MUJOCO_GL", "egl")
-        try:
-            from dm_control import suite
-        except ImportError as err:
-            raise ImportError(
-                f"dmc tasks need dm_control ({err}); install it with: pip install 'planet-sac[dmc]'"
-            ) from err
+        suite = _import_dm_control_suite()
+        self._rendered = False
         domain, _, task = name.partition("-")
         if (domain, task) not in suite.ALL_TASKS:
             tasks = [f"{d}-{t}" for d, t in suite.ALL_TASKS if d == domain] or [
                 f"{d}-{t}" for d, t in suite.ALL_TASKS
             ]
-            raise ValueError(
+            raise ConfigError(
                 f"unknown dm_control task 'dmc:{name}'; use 'dmc:<domain>-<task>' with one of: "
                 + ", ".join(tasks)
             )
@@ -275,10 +280,42 @@ class DMCEnv(SimEnv):
 
     def render(self) -> np.ndarray:
         """An ``image_size`` square RGB frame from camera 0."""
-        return self._env.physics.render(self.image_size, self.image_size, camera_id=0)
+        if self._rendered:
+            return self._env.physics.render(self.image_size, self.image_size, camera_id=0)
+        try:  # the first frame creates the OpenGL context: a failure here is the machine's set-up
+            frame = self._env.physics.render(self.image_size, self.image_size, camera_id=0)
+        except Exception as err:
+            raise SetupError(_opengl_hint(err)) from None
+        self._rendered = True
+        return frame
 
     def close(self) -> None:
         self._env.close()
+
+
+def _import_dm_control_suite() -> Any:
+    """dm_control's suite; it chooses its OpenGL back-end (MUJOCO_GL) when imported."""
+    try:
+        from dm_control import suite
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] not in ("dm_control", "mujoco"):
+            raise SetupError(_opengl_hint(err)) from None
+        raise MissingPackageError(
+            "dmc tasks need dm_control and mujoco: install the dmc extra with pip install -e '.[dmc]' "
+            "(in the planet_sac checkout)"
+        ) from None
+    except Exception as err:
+        raise SetupError(_opengl_hint(err)) from None
+    return suite
+
+
+def _opengl_hint(error: Exception) -> str:
+    detail = " ".join(str(error).split())[:160]
+    return (
+        f"MuJoCo cannot render with MUJOCO_GL={os.environ.get('MUJOCO_GL', '')} ({type(error).__name__}: {detail}); "
+        "on a machine without a display set MUJOCO_GL=egl (Debian/Ubuntu: apt-get install libegl1) "
+        "or MUJOCO_GL=osmesa (apt-get install libosmesa6)"
+    )
 
 
 class EnvProcess(gymnasium.Env):
@@ -288,7 +325,7 @@ class EnvProcess(gymnasium.Env):
     TensorFlow exports LLVM symbols of another version: a GL context created in a process that
     has imported TensorFlow segfaults, and importing TensorFlow after dm_control crashes too.
     The child is a new interpreter (not a fork of this one) that never imports TensorFlow.
-    Exceptions raised in the child (e.g. ``ValueError`` for an unknown task) are re-raised here.
+    Exceptions raised in the child (e.g. ``ConfigError`` for an unknown task) are re-raised here.
     """
 
     MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size",

@@ -52,31 +52,13 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0) ->
     return config, agent, env, step
 
 
-class _RecordFrames(gymnasium.Wrapper):
-    """Keeps a rendered frame after every reset and step (for videos of state-based tasks too)."""
-
-    def __init__(self, env: gymnasium.Env):
-        super().__init__(env)
-        self.frames: list[np.ndarray] = []
-
-    def reset(self, **kwargs):
-        result = self.env.reset(**kwargs)
-        self.frames = [np.asarray(self.env.render())]
-        return result
-
-    def step(self, action):
-        result = self.env.step(action)
-        self.frames.append(np.asarray(self.env.render()))
-        return result
-
-
 def evaluate(logdir: str, episodes: int, policy: str, seed: int = 12345, video: str | None = None,
              overrides: Sequence[str] = ()) -> dict:
     """Runs `episodes` test-phase episodes with `policy`; returns mean/std/min/max return."""
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
     agent.policy.set_policies(test=policy)
-    recorder = _RecordFrames(env) if video else env
+    recorder = collect.RecordFrames(env) if video else env
     actor = agent.actor(TEST)
     returns = []
     for index in range(episodes):
@@ -101,14 +83,19 @@ def write_video(path: str, frames: Sequence[np.ndarray], fps: int = 30) -> None:
 
 def collect_with_policy(outdir: str, episodes: int, policy: str = "random", checkpoint: str | None = None,
                         task: str | None = None, obs: str | None = None, action_repeat: int | None = None,
-                        time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = ()) -> list[dict]:
-    """Collects episodes into `outdir` with a random policy or a trained run's policy (train phase, with exploration)."""
+                        time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = (),
+                        progress: bool = True) -> list[dict]:
+    """Collects episodes into `outdir` with a random policy or a trained run's policy (train phase, with exploration).
+
+    Without a checkpoint, `overrides` are checked against the default config and `env.image_size` applies.
+    """
     if policy == "random" and checkpoint is None:
         if not task:
             raise ConfigError("--task is required for random collection, e.g. --task gym:Pendulum-v1")
-        env = make_env(task, obs or "image", action_repeat or 1, time_limit, seed)
+        image_size = apply_overrides(Config(), list(overrides)).env.image_size
+        env = make_env(task, obs or "image", action_repeat or 1, time_limit, seed, image_size)
         agent = collect.RandomAgent(env.action_space.shape[0], seed=seed)
-        return collect.collect_episodes(env, agent, episodes, outdir, training=True, seed=seed)
+        return collect.collect_episodes(env, agent, episodes, outdir, training=True, seed=seed, progress=progress)
     settings = list(overrides)
     run = find_run_config(checkpoint)
     for key, value, current in (("env.task", task, run.env.task), ("env.obs", obs, run.env.obs),
@@ -119,4 +106,4 @@ def collect_with_policy(outdir: str, episodes: int, policy: str = "random", chec
         settings.append(f"env.time_limit={time_limit}")
     _, agent, env, _ = load_agent(checkpoint, settings, seed)
     agent.policy.set_policies(train=policy)
-    return collect.collect_episodes(env, agent.actor(TRAIN), episodes, outdir, training=True, seed=seed)
+    return collect.collect_episodes(env, agent.actor(TRAIN), episodes, outdir, training=True, seed=seed, progress=progress)

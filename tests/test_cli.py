@@ -184,7 +184,7 @@ def test_offline_image_training_writes_open_loop_video_summary(tmp_path):
     images = []
     for path in tf.io.gfile.glob(f"{logdir}/events.out.tfevents.*"):
         for event in tf.compat.v1.train.summary_iterator(path):
-            images += [value for value in event.summary.value if value.tag.startswith("open_loop/")]
+            images += [value for value in event.summary.value if value.tag.startswith("openloop/")]
     assert images, "no open-loop prediction summary"
     rows = records(logdir)
     assert any("loss/image" in row for row in rows) and any("model/open_loop_mse" in row for row in rows)

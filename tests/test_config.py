@@ -83,7 +83,7 @@ def test_unknown_section_is_rejected(tmp_path):
     ("env.obs=pixels", "choose one of image, state"),
     ("data.batch_size=-4", "data.batch_size=-4: must be > 0"),
     ("cem.horizon=0", "cem.horizon=0: must be > 0"),
-    ("cem.top_k=2000", "top_k must be <= candidates"),
+    ("cem.top_k=2000", "cem.top_k=2000: must be <= cem.candidates"),
     ("env.task=Pendulum-v1", "must look like 'gym:Pendulum-v1'"),
     ("batch_size=3", "unknown config key 'batch_size'"),
     ("data.batch_size", "expected section.key=value"),

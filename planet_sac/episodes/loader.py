@@ -32,6 +32,10 @@ from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episo
 
 logger = logging.getLogger("planet_sac")
 
+
+class NoEpisodesError(TimeoutError):
+    """No usable episode appeared in the directories within ``wait_seconds`` (the message says why)."""
+
 Episode = dict[str, np.ndarray]
 
 
@@ -249,7 +253,7 @@ class EpisodeReplay:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(self._no_episodes_message())
+                raise NoEpisodesError(self._no_episodes_message())
             time.sleep(min(self.poll_seconds, remaining))
 
     def _no_episodes_message(self) -> str:

@@ -15,7 +15,7 @@ from typing import Dict, Mapping
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from planet_sac.config import ModelConfig
+from planet_sac.config import ConfigError, ModelConfig
 from planet_sac.models.networks import MLP, ConvDecoder, ConvEncoder
 from planet_sac.models.rssm import RSSM, State
 
@@ -31,7 +31,8 @@ class WorldModel(tf.Module):
         its distributions and every loss term stay float32)."""
         super().__init__(name=name)
         if obs_key == "image" and tuple(obs_shape) != (64, 64, 3):
-            raise ValueError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}")
+            raise ConfigError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}; "
+                              "use env.image_size=64")
         self.config = config
         self.obs_key = obs_key
         self.obs_shape = tuple(obs_shape)
@@ -109,7 +110,9 @@ class WorldModel(tf.Module):
         loss = recon_loss + cfg.reward_scale * reward_loss + cfg.kl_scale * kl_loss
         metrics = {f"loss/{self.obs_key}": recon_loss, "loss/reward": reward_loss, "loss/kl": tf.reduce_mean(kl),
                    "model/prior_entropy": tf.reduce_mean(self.rssm.distribution(priors).entropy()),
-                   "model/posterior_entropy": tf.reduce_mean(self.rssm.distribution(posts).entropy())}
+                   "model/posterior_entropy": tf.reduce_mean(self.rssm.distribution(posts).entropy()),
+                   # share of time steps whose KL is below free nats: floored, they give no KL gradient
+                   "model/free_nats_clipped": tf.reduce_mean(tf.cast(kl < cfg.free_nats, tf.float32))}
         if cfg.overshooting_distance > 0:
             overshooting = self._overshooting_kl(posts, batch["action"], noise["overshooting"])
             loss += cfg.overshooting_scale * overshooting

@@ -21,7 +21,7 @@ from typing import Dict, Mapping
 
 import tensorflow as tf
 
-from planet_sac.config import Config
+from planet_sac.config import Config, ConfigError
 from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
 from planet_sac.models.world_model import WorldModel
@@ -60,7 +60,8 @@ class Learner(tf.Module):
         size = batch["action"].shape[0]
         length = batch["action"].shape[1]
         if size % k:
-            raise ValueError(f"batch size {size} is not divisible by optim.accumulate={k}")
+            raise ConfigError(f"batch size {size} is not divisible by optim.accumulate={k}; "
+                              "set data.batch_size to a multiple of optim.accumulate")
         micro = size // k
         noise = wm.sample_noise(self.rng, size, length)
         variables = wm.trainable_variables

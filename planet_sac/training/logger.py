@@ -1,11 +1,15 @@
 """Run outputs: `metrics.jsonl` (one JSON object per log step) and TensorBoard events.
 
+Videos go to TensorBoard as animated GIFs inside image summaries (as Dreamer writes
+them): TensorBoard's image dashboard plays them.
+
 `read_metrics` skips lines that are not complete JSON (a run killed mid-write), so
 readers never fail on a partial record.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
@@ -13,6 +17,7 @@ from typing import Mapping
 
 import numpy as np
 import tensorflow as tf
+from PIL import Image
 
 
 class Logger:
@@ -48,16 +53,38 @@ class Logger:
                     tf.summary.scalar(key, value)
         return record
 
-    def image(self, step: int, name: str, image: np.ndarray) -> None:
-        """Logs one uint8 or [0, 1] float image [H, W, C]."""
+    def video(self, step: int, name: str, frames: np.ndarray, fps: int = 10) -> None:
+        """Logs frames [T, H, W, 3] (uint8, or floats in [0, 1]) as an animated GIF TensorBoard plays."""
+        frames = to_uint8(frames)
+        _, height, width, channels = frames.shape
+        summary = tf.compat.v1.Summary()
+        image = tf.compat.v1.Summary.Image(height=height, width=width, colorspace=channels,
+                                           encoded_image_string=encode_gif(frames, fps))
+        summary.value.add(tag=name, image=image)
         with self.writer.as_default(step=int(step)):
-            tf.summary.image(name, image[None])
+            tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=int(step))
 
     def flush(self) -> None:
         self.writer.flush()
 
     def close(self) -> None:
         self.writer.close()
+
+
+def to_uint8(frames: np.ndarray) -> np.ndarray:
+    """uint8 frames as they are; float frames in [0, 1] scaled to 0..255."""
+    frames = np.asarray(frames)
+    if np.issubdtype(frames.dtype, np.floating):
+        frames = np.clip(np.round(frames * 255.0), 0, 255)
+    return frames.astype(np.uint8)
+
+
+def encode_gif(frames: np.ndarray, fps: int = 10) -> bytes:
+    """An animated, looping GIF of uint8 frames [T, H, W, 3]."""
+    images = [Image.fromarray(frame) for frame in to_uint8(frames)]
+    buffer = io.BytesIO()
+    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+    return buffer.getvalue()
 
 
 def _to_float(value: object) -> float | None:

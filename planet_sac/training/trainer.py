@@ -42,6 +42,8 @@ from planet_sac.training.logger import Logger
 log = logging.getLogger("planet_sac")
 
 TRAIN, TEST = "train", "test"
+EVAL_VIDEO_SIZE = 128
+"""Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
 
 
 class NonFiniteError(RuntimeError):
@@ -190,6 +192,7 @@ class Trainer:
         prepare_logdir(self.logdir)
 
         self.env = self.test_env = None
+        self._can_render = True
         if self.offline:
             if not tf.io.gfile.isdir(self.train_dir):
                 raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
@@ -289,8 +292,9 @@ class Trainer:
         so the policies can be compared on the same world model at every test phase.
         """
         values = self.held_out_loss()
-        episodes = collect.collect_episodes(self._test_env(), self.agent.actor(TEST), self.config.schedule.test_episodes,
-                                            self.test_dir, training=False, progress=False)
+        recorder = self._video_recorder()
+        episodes = collect.collect_episodes(recorder or self._test_env(), self.agent.actor(TEST),
+                                            self.config.schedule.test_episodes, self.test_dir, training=False, progress=False)
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
         values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
@@ -304,8 +308,22 @@ class Trainer:
                 values[f"test/return/{name}"] = self._compare_return(name)
         self.counters.test_phases.assign_add(1)
         record = self._log(values, TEST)
+        if recorder is not None and recorder.error is not None:  # a failed render never stops training
+            log.warning("no eval/video in TensorBoard: %s", recorder.error)
+            self._can_render = False
+        elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
+            self.logger.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
         self.checkpointer.save(int(self.counters.step.numpy()))
         return record
+
+    def _video_recorder(self) -> collect.RecordFrames | None:
+        """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""
+        env = self._test_env()
+        if self.config.env.obs == "image":
+            return collect.RecordFrames(env, from_observation=True)
+        if getattr(env, "render_mode", None) != "rgb_array" or not self._can_render:
+            return None
+        return collect.RecordFrames(env, size=EVAL_VIDEO_SIZE, optional=True)
 
     def _compare_return(self, name: str) -> float:
         """Mean return of policy `name` over `schedule.test_episodes` test episodes (not saved)."""
@@ -373,7 +391,7 @@ class Trainer:
                 if self.phase() == TEST:
                     bar.set_description(TEST)
                     last = self.run_test_phase()
-                    tqdm.write(f"step {step}: test return {last['test/return']:.1f}")
+                    log.info("step %d: test return %.1f", step, last["test/return"])
                     continue
                 if step >= total:
                     break
@@ -393,8 +411,8 @@ class Trainer:
                     episode = self.collect_train_episode()
                     values["train/return"] = episode["return"]
                     values["train/episode_length"] = episode["length"]
-                    tqdm.write(f"step {step}: episode {int(self.counters.train_episodes.numpy())} "
-                               f"return {episode['return']:.1f} (env steps {int(self.counters.env_steps.numpy())})")
+                    log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
+                             episode["return"], int(self.counters.env_steps.numpy()))
                 if step % schedule.log_every == 0 or values:
                     elapsed = time.perf_counter() - window_start
                     values.update({key: float(value) for key, value in metrics.items()})
@@ -421,9 +439,8 @@ class Trainer:
         truth, prediction = open_loop(self.agent.world_model, batch, context=min(5, self.config.data.chunk_length - 1))
         step = int(self.counters.step.numpy())
         if self.agent.world_model.obs_key == "image":
-            frames = np.concatenate([truth, prediction, np.abs(truth - prediction)], axis=1)  # [T, 3H, W, 3]
-            strip = np.concatenate(list(frames), axis=1)  # time along the width
-            self.logger.image(step, "open_loop/truth_prediction_error", strip)
+            frames = np.concatenate([truth, prediction, np.abs(truth - prediction)], axis=2)  # [T, H, 3W, 3]
+            self.logger.video(step, "openloop/truth_model_error", frames)
         error = float(np.mean(np.square(truth - prediction)))
         self._log({"model/open_loop_mse": error}, TRAIN)
 

@@ -1,0 +1,97 @@
+"""docs/config.md is generated from the config classes and agrees with what validation enforces."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import yaml
+
+from planet_sac.config import Config, ConfigError, _field_comments, apply_overrides, config_reference
+from tests.conftest import ROOT
+
+REFERENCE = ROOT / "docs" / "config.md"
+ROW = re.compile(r"^\| `([\w.]+)` \| ([^|]+) \| `([^`]*)` \| ([^|]+) \| (.+) \|$")
+
+
+def documented() -> dict[str, tuple[str, str, str, str]]:
+    """{key: (type, default, allowed, meaning)} from the rows of docs/config.md."""
+    rows = {}
+    for line in REFERENCE.read_text().splitlines():
+        match = ROW.match(line)
+        if match:
+            rows[match.group(1)] = tuple(part.strip() for part in match.groups()[1:])
+    return rows
+
+
+def flat_defaults() -> dict[str, object]:
+    flat = {}
+    for section, value in Config().to_dict().items():
+        if isinstance(value, dict):
+            flat.update({f"{section}.{key}": item for key, item in value.items()})
+        else:
+            flat[section] = value
+    return flat
+
+
+def test_reference_file_is_up_to_date():
+    assert REFERENCE.read_text() == config_reference(), (
+        "docs/config.md differs from the config classes: run planet-sac config-reference --out docs/config.md"
+    )
+
+
+def test_every_key_is_documented_with_its_default_and_a_meaning():
+    rows, defaults = documented(), flat_defaults()
+    assert sorted(rows) == sorted(defaults)
+    for key, default in defaults.items():
+        assert yaml.safe_load(rows[key][1]) == default, key
+        assert len(rows[key][3]) > 10, key  # one line of meaning
+
+
+def test_readme_links_the_reference():
+    assert "docs/config.md" in (ROOT / "README.md").read_text()
+
+
+def _outside_and_inside(allowed: str, key: str) -> tuple[list, list]:
+    """Values the documented range excludes and includes, computed from its text."""
+    if allowed == "> 0":
+        default = flat_defaults()[key]
+        return [0, -1], [default if default is not None else 1]
+    if allowed == ">= 0":
+        return [-1], [0]
+    if match := re.fullmatch(r">= (\d+)", allowed):
+        low = int(match.group(1))
+        return [low - 1], [low]
+    if match := re.fullmatch(r"in ([\[(])([\d.]+), ([\d.]+)\]", allowed):
+        low, high = float(match.group(2)), float(match.group(3))
+        inside = [high] + ([] if match.group(1) == "(" else [low])
+        return [low - 1, high + 1] + ([low] if match.group(1) == "(" else []), inside
+    if allowed == "> 0 and <= cem.candidates":
+        return [0, Config().cem.candidates + 1], [Config().cem.candidates]
+    return [], []
+
+
+def test_documented_ranges_are_the_ones_validation_enforces():
+    checked = 0
+    for key, (_, _, allowed, _) in documented().items():
+        outside, inside = _outside_and_inside(allowed.removesuffix(" or `null`"), key)
+        for value in outside:
+            with pytest.raises(ConfigError, match=re.escape(key)):
+                apply_overrides(Config(), [f"{key}={value}"])
+        for value in inside:  # allowed by the range (another key's constraint may still object)
+            try:
+                apply_overrides(Config(), [f"{key}={value}"])
+            except ConfigError as error:
+                assert f"{key}={value}: must be" not in str(error)
+        checked += bool(outside)
+    assert checked >= 40  # nearly every numeric key has a documented, enforced range
+
+
+def test_a_field_without_a_meaning_is_refused():
+    @dataclasses.dataclass
+    class Section:
+        documented: int = 1  # what it means
+        undocumented: int = 2
+
+    assert _field_comments(Section) == {"documented": "what it means"}

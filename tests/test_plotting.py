@@ -1,0 +1,108 @@
+"""`planet-sac plot`: the curves drawn are exactly the values in metrics.jsonl; the PNG is a real figure."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from planet_sac.cli import main
+from planet_sac.config import ConfigError
+from planet_sac.plotting import mean_and_std, read_curves, run_labels, smooth
+
+# Two hand-written runs: returns at env steps, losses at updates, one partial line (a killed run), one test-phase loss.
+RUN_A = [
+    {"step": 10, "phase": "train", "env_steps": 200, "loss/kl": 3.0, "loss/reward": 9.0, "loss/total": 20.0},
+    {"step": 20, "phase": "train", "env_steps": 400, "train/return": -900.0, "loss/kl": 2.0, "loss/reward": 5.0, "loss/total": 14.0},
+    {"step": 20, "phase": "test", "env_steps": 400, "test/return": -800.0, "test/loss/kl": 2.5},
+    {"step": 30, "phase": "train", "env_steps": 600, "train/return": -500.0, "loss/kl": 1.0, "loss/reward": 2.0, "loss/total": 7.0},
+    {"step": 40, "phase": "test", "env_steps": 800, "test/return": -200.0, "model/open_loop_mse": 0.1},
+]
+RUN_B = [
+    {"step": 20, "phase": "train", "env_steps": 400, "train/return": -700.0, "loss/kl": 4.0, "loss/total": 10.0},
+    {"step": 30, "phase": "train", "env_steps": 600, "train/return": -300.0, "loss/kl": 2.0, "loss/total": 8.0},
+    {"step": 40, "phase": "test", "env_steps": 800, "test/return": -100.0},
+]
+
+
+def write_run(path, records, partial=True):
+    path.mkdir(parents=True)
+    text = "".join(json.dumps(record) + "\n" for record in records)
+    (path / "metrics.jsonl").write_text(text + ('{"step": 50, "train/ret' if partial else ""))
+    (path / "config.yaml").write_text("env:\n  task: gym:Pendulum-v1\n  obs: state\n")
+    return str(path)
+
+
+def test_read_curves_returns_exactly_what_was_logged(tmp_path):
+    curves = read_curves(write_run(tmp_path / "a", RUN_A))
+    assert sorted(curves) == ["loss/kl", "loss/reward", "loss/total", "test/loss/kl", "test/return", "train/return"]
+    expected = {
+        "train/return": ([400, 600], [-900, -500]),
+        "test/return": ([400, 800], [-800, -200]),
+        "loss/kl": ([10, 20, 30], [3, 2, 1]),
+        "loss/reward": ([10, 20, 30], [9, 5, 2]),
+        "loss/total": ([10, 20, 30], [20, 14, 7]),
+        "test/loss/kl": ([20], [2.5]),
+    }
+    for key, (x, y) in expected.items():
+        np.testing.assert_array_equal(curves[key][0], x, err_msg=key)
+        np.testing.assert_array_equal(curves[key][1], y, err_msg=key)
+
+
+def test_smoothing_and_mean_across_runs_match_numpy():
+    np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 3), [1.0, 2.0, 3.0, 5.0])
+    np.testing.assert_array_equal(smooth(np.array([1.0, 3.0]), 1), [1.0, 3.0])
+    a = (np.array([0.0, 10.0, 20.0]), np.array([0.0, 10.0, 20.0]))
+    b = (np.array([5.0, 25.0]), np.array([0.0, 20.0]))  # covers 5..25: the common range is 5..20
+    x, mean, std = mean_and_std([a, b])
+    np.testing.assert_array_equal(x, [5.0, 10.0, 20.0])
+    b_at = np.array([0.0, 5.0, 15.0])  # b interpolated at 5, 10, 20 by hand
+    a_at = np.array([5.0, 10.0, 20.0])
+    np.testing.assert_allclose(mean, (a_at + b_at) / 2)
+    np.testing.assert_allclose(std, np.abs(a_at - b_at) / 2)
+    assert mean_and_std([a]) is None
+
+
+def test_run_labels_are_short_and_unique():
+    assert run_labels(["/x/runs/seed0", "/x/runs/seed1"]) == ["seed0", "seed1"]
+    assert run_labels(["/x/cem/run", "/x/sac/run"]) == ["cem/run", "sac/run"]
+
+
+def test_plot_command_writes_a_readable_png(tmp_path, capsys):
+    a, b = write_run(tmp_path / "cem", RUN_A), write_run(tmp_path / "sac", RUN_B)
+    out = tmp_path / "curves.png"
+    assert main(["plot", a, b, "--out", str(out), "--smooth", "2"]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    image = np.asarray(Image.open(out).convert("RGB"))
+    assert image.shape[0] > 400 and image.shape[1] > 800
+    colors = {tuple(pixel) for pixel in image.reshape(-1, 3)[::7]}
+    assert len(colors) > 50  # lines, text, bands: not a blank canvas
+
+
+def test_plot_errors_are_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["plot", str(empty), "--out", str(tmp_path / "x.png")]) == 2
+    assert "has no metrics.jsonl" in capsys.readouterr().err
+    run = write_run(tmp_path / "run", RUN_B)
+    assert main(["plot", run, "--out", str(tmp_path / "nofolder" / "x.png")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["plot", run, "--out", str(tmp_path / "x.pdf")]) == 2
+    assert not (tmp_path / "x.png").exists()
+    with pytest.raises(ConfigError):
+        read_curves(str(empty))
+
+
+def test_plot_does_not_load_tensorflow(tmp_path):
+    import subprocess
+    import sys
+
+    run = write_run(tmp_path / "run", RUN_A)
+    code = ("import sys; from planet_sac.cli import main; "
+            f"assert main(['plot', {run!r}, '--out', {str(tmp_path / 'x.png')!r}]) == 0; "
+            "assert 'tensorflow' not in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,116 @@
+"""TensorBoard summaries: open-loop and evaluation videos as playable GIFs, free-nats share and SAC temperature."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+from tensorboard.backend.event_processing import event_accumulator
+
+from planet_sac.cli import main
+from planet_sac.config import load_config
+from planet_sac.models.world_model import WorldModel
+from planet_sac.training.logger import Logger, encode_gif
+from tests.conftest import CONFIGS, DATA, state_batch
+
+SMOKE = str(CONFIGS / "smoke.yaml")
+
+
+def summaries(logdir: str) -> dict[str, list]:
+    """{tag: [summary values]} of every event file in `logdir`."""
+    values: dict[str, list] = {}
+    for path in tf.io.gfile.glob(f"{logdir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                values.setdefault(value.tag, []).append(value)
+    return values
+
+
+def gif_frames(value) -> list[np.ndarray]:
+    gif = Image.open(io.BytesIO(value.image.encoded_image_string))
+    assert gif.format == "GIF"
+    frames = []
+    for index in range(gif.n_frames):
+        gif.seek(index)
+        frames.append(np.asarray(gif.convert("RGB")))
+    assert (frames[0].shape[0], frames[0].shape[1]) == (value.image.height, value.image.width)
+    return frames
+
+
+def test_gif_round_trip_keeps_frames():
+    rng = np.random.default_rng(0)
+    frames = np.zeros((4, 8, 12, 3), np.uint8)
+    for index in range(4):
+        frames[index, :, : 3 * (index + 1)] = rng.integers(0, 255, 3)  # a growing bar of one colour per frame
+    decoded = Image.open(io.BytesIO(encode_gif(frames)))
+    assert decoded.n_frames == 4
+    for index in range(4):
+        decoded.seek(index)
+        np.testing.assert_array_equal(np.asarray(decoded.convert("RGB")), frames[index])
+
+
+def test_logger_video_is_an_image_summary_tensorboard_plays(tmp_path):
+    logger = Logger(str(tmp_path))
+    frames = np.linspace(0.0, 1.0, 5)[:, None, None, None] * np.ones((5, 6, 7, 3))
+    logger.video(3, "eval/video", frames)
+    logger.close()
+    (value,) = summaries(str(tmp_path))["eval/video"]
+    decoded = gif_frames(value)
+    assert len(decoded) == 5 and decoded[0].shape == (6, 7, 3)
+    np.testing.assert_array_equal([frame[0, 0, 0] for frame in decoded], np.round(np.linspace(0, 255, 5)))
+
+
+def test_open_loop_video_shows_truth_model_and_error(tmp_path):
+    logdir = str(tmp_path / "pixels")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(DATA / "cartpole_swingup_image"),
+                 "--set", "env.obs=image", "--set", "model.cnn_depth=4", "--set", "data.batch_size=2",
+                 "--set", "schedule.video_every=2", "--train-steps", "2", "--quiet"]) == 0
+    (value,) = summaries(logdir)["openloop/truth_model_error"]
+    frames = gif_frames(value)
+    assert len(frames) == 10  # data.chunk_length of the smoke config
+    assert frames[0].shape == (64, 3 * 64, 3)  # truth | model | error side by side
+    truth, model, error = frames[5][:, :64], frames[5][:, 64:128], frames[5][:, 128:]
+    assert truth.std() > 5  # a real cartpole frame, not a blank one
+    difference = np.abs(truth.astype(int) - model.astype(int))
+    assert np.abs(difference - error.astype(int)).mean() < 8  # the error panel is |truth - model| (GIF palette aside)
+
+
+def test_test_phase_logs_an_evaluation_video_and_the_new_scalars(tmp_path):
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
+    values = summaries(logdir)
+    (video,) = values["eval/video"]  # one test phase at step 10
+    frames = gif_frames(video)
+    assert len(frames) == 51  # reset frame + env.time_limit=50 steps of the smoke config
+    assert frames[0].shape == (128, 128, 3) and not np.array_equal(frames[0], frames[-1])  # the pendulum moves
+    for tag in ("sac/alpha", "model/free_nats_clipped", "loss/total", "test/return"):
+        assert tag in values, tag
+    accumulator = event_accumulator.EventAccumulator(logdir, size_guidance={"images": 0})
+    accumulator.Reload()  # what TensorBoard's image dashboard reads
+    assert "eval/video" in accumulator.Tags()["images"]
+    assert accumulator.Images("eval/video")[0].encoded_image_string.startswith(b"GIF89a")
+
+
+@pytest.mark.parametrize("free_nats, expected", [(0.0, 0.0), (1e6, 1.0)])
+def test_free_nats_clipped_is_the_share_of_kl_values_below_free_nats(free_nats, expected):
+    config = load_config(CONFIGS / "smoke.yaml", [f"model.free_nats={free_nats}"])
+    model = WorldModel(config.model, "state", (3,), 1)
+    batch = {key: tf.constant(value) for key, value in state_batch().items()}
+    rng = tf.random.Generator.from_seed(0)
+    _, metrics, _ = model.loss(batch, model.sample_noise(rng, 4, 10))
+    assert float(metrics["model/free_nats_clipped"]) == expected
+
+
+def test_free_nats_clipped_counts_kl_values_below_free_nats(monkeypatch):
+    config = load_config(CONFIGS / "smoke.yaml", ["model.free_nats=1.0"])
+    model = WorldModel(config.model, "state", (3,), 1)
+    kl = np.array([[0.5, 0.5, 0.5], [2.0, 2.0, 2.0], [0.0, 0.0, 2.5], [1.5, 0.0, 0.0]], np.float32)
+    import tensorflow_probability as tfp
+
+    monkeypatch.setattr(tfp.distributions, "kl_divergence", lambda *args, **kwargs: tf.constant(kl))
+    batch = {key: tf.constant(value) for key, value in state_batch(length=3).items()}
+    _, metrics, _ = model.loss(batch, model.sample_noise(tf.random.Generator.from_seed(0), 4, 3))
+    assert float(metrics["model/free_nats_clipped"]) == pytest.approx(7 / 12)  # 3 + 0 + 2 + 2 of 12 steps below 1 nat

@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
-    bench = commands.add_parser("bench", parents=[output], help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
+    bench = commands.add_parser("bench", parents=[output],
+                                help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
     bench.add_argument("--size", choices=["full", "tiny"], default="full", help="full: PlaNet's sizes; tiny: a quick check")
     bench.add_argument("--reps", type=int, default=3, help="timed calls per figure (median), after one warm-up call")
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")

@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 NOT_IMPORTED = {
     "tf-keras": "tensorflow-probability loads it at run time (tf.keras is Keras 3)",
     "mujoco": "dm_control's simulator, pinned to the version dm_control 1.0.50 needs",
+    "ruff": "the linter `make test` runs before pytest: a command, not a library",
 }
 
 
@@ -47,7 +48,7 @@ def third_party_imports(folder: str) -> dict[str, set[str]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top in sys.stdlib_module_names or top in ("planet_sac", "tests", "__future__"):
+                if top in sys.stdlib_module_names or top in ("planet_sac", "tests", "bench", "__future__"):
                     continue
                 for distribution in distributions.get(top, [top]):
                     found.setdefault(normalize(distribution), set()).add(str(path.relative_to(ROOT)))

@@ -31,7 +31,12 @@ Batch = Mapping[str, tf.Tensor]
 
 
 class Learner(tf.Module):
-    """Owns the optimisers and the compiled `update(batch) -> metrics`."""
+    """The compiled `update(batch) -> metrics`: a world-model part and an actor-critic part.
+
+    The world-model part owns the model's optimizer and finite check and hands the posterior
+    features (gradients stopped) to the actor-critic part, whose optimizers and finite check
+    live in `SAC`. The two parts share nothing else.
+    """
 
     def __init__(self, config: Config, world_model: WorldModel, sac: SAC, seed: int = 0):
         super().__init__(name="learner")
@@ -55,6 +60,17 @@ class Learner(tf.Module):
         return metrics
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """One world-model update, then the actor-critic's updates on the posterior features it produced."""
+        metrics, features, finite = self._world_model_update(batch)
+        if self.config.sac.updates_per_step > 0:
+            metrics.update(self._actor_critic_update(features, batch, finite))
+        return metrics
+
+    def _world_model_update(self, batch: Batch) -> tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
+        """Accumulated gradients of the world-model loss, applied once if finite.
+
+        Returns (metrics, posterior features [B, T, F] with gradients stopped, whether the update was applied).
+        """
         wm = self.world_model
         k = self.config.optim.accumulate
         size = batch["action"].shape[0]
@@ -102,15 +118,18 @@ class Learner(tf.Module):
         metrics = dict(metrics, **{"train/grad_norm": grad_norm, "train/skipped_updates": self.skipped_updates,
                                    "train/learning_rate": self.optimizer.current_learning_rate(),
                                    "train/update_finite": tf.cast(finite, tf.float32)})
+        return metrics, features, finite
 
+    def _actor_critic_update(self, features: tf.Tensor, batch: Batch, world_model_finite: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """`sac.updates_per_step` SAC updates on the features, each with its own finite check (see SAC.update).
+
+        A batch that broke the world model (NaN/inf) must not reach the SAC head either: then all are skipped.
+        """
         updates = self.config.sac.updates_per_step
-        if updates > 0:
-            whole = {key: tf.convert_to_tensor(value) for key, value in batch.items()}
-            skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
-            skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
-            # A batch that broke the world model (NaN/inf) must not reach the SAC head either.
-            metrics.update(tf.cond(finite, lambda: self._sac_updates(features, whole), lambda: skipped))
-        return metrics
+        whole = {key: tf.convert_to_tensor(value) for key, value in batch.items()}
+        skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
+        skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
+        return tf.cond(world_model_finite, lambda: self._sac_updates(features, whole), lambda: skipped)
 
     def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:
         """SAC updates on n-step transitions of the posterior over the chunk, mixed with imagined ones.

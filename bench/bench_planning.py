@@ -24,9 +24,9 @@ import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
 import numpy as np
 import tensorflow as tf
 
+from planet_sac.agent import load_agent
 from planet_sac.control import cem
 from planet_sac.episodes.storage import list_episodes, load_episode
-from planet_sac.evaluation import load_agent
 
 
 def posterior_states(world_model, episode: dict, count: int, skip: int = 5) -> list[dict]:

@@ -57,7 +57,7 @@ def main() -> None:
 
     from planet_sac.config import load_config
     from planet_sac.episodes.loader import make_dataset
-    from planet_sac.training.trainer import TRAIN, Trainer
+    from planet_sac.training.trainer import Trainer
 
     config = load_config(ROOT / "configs" / "smoke.yaml", list(OVERRIDES))
     trainer = Trainer(config, args.logdir, progress=False)
@@ -77,9 +77,9 @@ def main() -> None:
     parts = {
         "update": lambda: trainer.learner.update(fixed),
         "batch": lambda: next(batches),
-        "log": lambda: trainer.logger.scalars(0, metrics, phase=TRAIN),
+        "log": lambda: trainer.logger.scalars(0, metrics, phase="train"),
         "checkpoint": checkpoint,
-        "episode": trainer.collect_train_episode,
+        "episode": trainer.collect_train_episodes,
     }
     few = {"checkpoint": 10, "episode": 20}  # slow parts: fewer calls
     for name in args.parts:

@@ -4,10 +4,13 @@ The public API, importable from the package root:
 
     load_config(path, overrides)   typed, validated config (configs/*.yaml + "section.key=value")
     make_env(task, obs, ...)       gym:<id> or dmc:<domain>-<task> with dict observations
+    make_envs(..., num_envs)       N of them, stepped together in parallel processes
     train(config, logdir, ...)     train or resume a run; offline_data= trains from episodes only
     Trainer(config, logdir, ...)   the same run as an object; restores on construction, then .run()
     evaluate(logdir, episodes, policy)
-    collect_with_policy(outdir, episodes, policy, checkpoint, ...)
+    load_agent(logdir)             a run's Agent (world model, SAC head, compiled policy) from its checkpoint
+    Actor(envs, policy, phase, outdir)   plays episodes in one or N environments, saves each to .npz
+    Collector(logdir, outdir, policy, reload_every=...)   a run's policy collecting, following its checkpoints
     make_dataset(directory, batch_size, chunk_length, ...)   streaming replay as tf.data
 
 Attributes are imported lazily: the environment worker processes import this package
@@ -28,8 +31,14 @@ _EXPORTS = {
     "make_env": "planet_sac.envs",
     "train": "planet_sac.training.trainer",
     "Trainer": "planet_sac.training.trainer",
-    "evaluate": "planet_sac.evaluation",
-    "collect_with_policy": "planet_sac.evaluation",
+    "make_envs": "planet_sac.envs",
+    "evaluate": "planet_sac.acting.evaluation",
+    "Agent": "planet_sac.agent",
+    "load_agent": "planet_sac.agent",
+    "Actor": "planet_sac.acting.actor",
+    "RandomPolicy": "planet_sac.acting.actor",
+    "Collector": "planet_sac.acting.collector",
+    "collect_random": "planet_sac.acting.collector",
     "make_dataset": "planet_sac.episodes.loader",
     "EpisodeReplay": "planet_sac.episodes.loader",
     "save_episode": "planet_sac.episodes.storage",

@@ -41,13 +41,17 @@ def _parser() -> argparse.ArgumentParser:
     coll = commands.add_parser("collect", parents=[output], help="collect episodes to .npz with a random or trained policy")
     coll.add_argument("--task", help="gym:<id> or dmc:<domain>-<task> (default: the checkpoint's task)")
     coll.add_argument("--obs", choices=["image", "state"], help="observation mode (default: image, or the checkpoint's)")
-    coll.add_argument("--episodes", type=int, required=True)
-    coll.add_argument("--outdir", required=True)
+    coll.add_argument("--episodes", type=_episodes, required=True, metavar="N|forever",
+                      help="episodes to collect; forever: until interrupted (with --checkpoint)")
+    coll.add_argument("--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
     coll.add_argument("--seed", type=int, default=0)
     coll.add_argument("--action-repeat", type=int, help="default: 1, or the checkpoint's")
     coll.add_argument("--time-limit", type=int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")
     coll.add_argument("--checkpoint", help="logdir, checkpoints/ folder or prefix of a trained run (needed unless --policy random)")
+    coll.add_argument("--reload-every", type=float, metavar="SECONDS",
+                      help="with --checkpoint LOGDIR: load the run's newest checkpoint when one appears, checked this often "
+                           "(between rounds of episodes); waits for the run's first checkpoint")
     coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="override a config key of the checkpoint's run (without --checkpoint: env.image_size)")
 
@@ -145,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from planet_sac.training.trainer import resolve_run_config, train
+    from planet_sac.training.run_dir import resolve_run_config
+    from planet_sac.training.trainer import train
 
     if (args.include or args.exclude) and not args.restore_from:
         raise ConfigError("--include/--exclude need --restore-from CHECKPOINT")
@@ -160,33 +165,97 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collect(args: argparse.Namespace) -> int:
-    from planet_sac.config import apply_overrides, load_config
-    from planet_sac.evaluation import collect_with_policy, find_run_config
-    from planet_sac.training.trainer import prepare_logdir
+def _episodes(text: str) -> int | None:
+    """--episodes: a positive count, or `forever` (None)."""
+    if text == "forever":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of episodes or 'forever'") from None
 
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
+
+def _collect(args: argparse.Namespace) -> int:
+    from planet_sac.config import load_config
+
+    if args.episodes is not None and args.episodes < 1:
+        raise ConfigError(f"--episodes={args.episodes}: must be >= 1 (or forever)")
+    if args.reload_every is not None and not args.reload_every > 0:
+        raise ConfigError(f"--reload-every={args.reload_every:g}: must be > 0 seconds")
     if args.policy != "random" and not args.checkpoint:
         raise ConfigError(f"--policy {args.policy} needs --checkpoint LOGDIR of a trained run")
+    if args.reload_every is not None and not args.checkpoint:
+        raise ConfigError("--reload-every needs --checkpoint LOGDIR of a training run")
     if args.checkpoint:
-        apply_overrides(find_run_config(args.checkpoint), args.set)  # checked before anything is written
-    else:
-        if not args.task:
-            raise ConfigError("--task is required for random collection, e.g. --task gym:Pendulum-v1")
-        load_config(None, args.set)
+        return _collect_with_run(args)
+    if not args.task:
+        raise ConfigError("--task is required for random collection, e.g. --task gym:Pendulum-v1")
+    if args.episodes is None:
+        raise ConfigError("--episodes forever needs --checkpoint (random collection is for a fixed number of episodes)")
+    load_config(None, args.set)  # checked before anything is written
+    from planet_sac.acting.collector import collect_random
+    from planet_sac.training.run_dir import prepare_logdir
+
     prepare_logdir(args.outdir, "--outdir")
-    summaries = collect_with_policy(args.outdir, args.episodes, args.policy, args.checkpoint, task=args.task, obs=args.obs,
-                                    action_repeat=args.action_repeat, time_limit=args.time_limit, seed=args.seed,
-                                    overrides=args.set, progress=not args.quiet)
-    returns = [summary["return"] for summary in summaries]
-    print(f"wrote {len(summaries)} episodes to {args.outdir}: mean return {sum(returns) / len(returns):.2f}")
+    summaries = collect_random(args.outdir, args.episodes, args.task, args.obs or "image", args.action_repeat or 1,
+                               args.time_limit, args.seed, args.set, progress=not args.quiet)
+    _print_collected(args.outdir, summaries)
     return 0
 
 
-def _evaluate(args: argparse.Namespace) -> int:
+def _collect_with_run(args: argparse.Namespace) -> int:
+    from planet_sac.acting.collector import Collector
+    from planet_sac.agent import find_run_config
     from planet_sac.config import apply_overrides
-    from planet_sac.evaluation import check_run, evaluate, find_run_config
+    from planet_sac.training.run_dir import prepare_logdir
+
+    settings = list(args.set)
+    wait = 0.0
+    if args.reload_every is None or _is_run(args.checkpoint):
+        run = apply_overrides(find_run_config(args.checkpoint), settings)  # checked before anything is written
+        for key, value, current in (("--task", args.task, run.env.task), ("--obs", args.obs, run.env.obs),
+                                    ("--action-repeat", args.action_repeat, run.env.action_repeat)):
+            if value is not None and value != current:
+                raise ConfigError(f"{key} {value} differs from the checkpoint's {current}; the agent only acts in its own task")
+    else:
+        wait = float("inf")  # a collector started before its learner waits for the run's first checkpoint
+    if args.time_limit is not None:
+        settings.append(f"env.time_limit={args.time_limit}")
+    prepare_logdir(args.outdir, "--outdir")
+    collector = Collector(args.checkpoint, args.outdir, args.policy, seed=args.seed, overrides=settings,
+                          reload_every=args.reload_every, wait_seconds=wait)
+    summaries: list[dict] = []
+    try:
+        summaries = collector.run(args.episodes)
+    except KeyboardInterrupt:
+        if args.episodes is not None:
+            raise
+    finally:
+        collector.close()
+    _print_collected(args.outdir, summaries)
+    return 0
+
+
+def _is_run(checkpoint: str) -> bool:
+    from planet_sac.agent import find_run_config
+
+    try:
+        find_run_config(checkpoint)
+        return True
+    except ConfigError:
+        return False
+
+
+def _print_collected(outdir: str, summaries: list[dict]) -> None:
+    returns = [summary["return"] for summary in summaries]
+    mean = f"{sum(returns) / len(returns):.2f}" if returns else "n/a"
+    print(f"wrote {len(summaries)} episodes to {outdir}: mean return {mean}")
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from planet_sac.acting.evaluation import check_run, evaluate
+    from planet_sac.agent import find_run_config
+    from planet_sac.config import apply_overrides
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")

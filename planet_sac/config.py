@@ -36,6 +36,7 @@ class EnvConfig:
     time_limit: int | None = None  # agent steps per episode; None = the task's own limit
     image_size: int = 64  # height and width of image observations (the conv decoder needs 64)
     seed: int = 0  # seeds the training environment (the test environment uses seed + 10000)
+    num_envs: int = 1  # environments stepped in parallel processes while collecting (1 = in this process)
 
     def validate(self) -> None:
         _record("env.task", "`gym:<id>` or `dmc:<domain>-<task>`")
@@ -44,6 +45,7 @@ class EnvConfig:
                 f"env.task={self.task!r}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
             )
         _positive("env.action_repeat", self.action_repeat)
+        _positive("env.num_envs", self.num_envs)
         _positive("env.time_limit", self.time_limit)
         _positive("env.image_size", self.image_size)
 
@@ -207,6 +209,7 @@ class ScheduleConfig:
     train_steps: int = 400_000  # total updates; PlaNet's max_steps 2e7 samples / batch 50
     train_phase_steps: int = 1000  # updates per train phase; PlaNet's train_steps 50000 samples / batch 50
     collect_every: int = 100  # updates per collected training episode; PlaNet's collect_every 5000 / 50
+    collect: bool = True  # false: collect nothing here, learn from episodes `planet-sac collect --reload-every` writes
     test_episodes: int = 1  # evaluation episodes per test phase
     log_every: int = 100  # updates between metrics.jsonl / TensorBoard records
     checkpoint_every: int = 1000  # updates between checkpoints

@@ -1,4 +1,7 @@
-"""Diagnostics of the SAC head against what really happened: the critic's Q beside real returns.
+"""Diagnostics against what really happened: open-loop predictions, and the critic's Q beside real returns.
+
+`open_loop` filters a few steps of a recorded sequence and predicts the rest from its actions
+alone, for the open-loop video and `model/open_loop_mse` (as PlaNet's summaries).
 
 For a recorded episode, the world model filters the posterior states z_t (as when acting),
 the critic scores the action actually taken next, Q(z_t, a_t+1), and the episode gives the
@@ -39,3 +42,21 @@ def critic_vs_returns(world_model: WorldModel, sac: SAC, episode: dict, gamma: f
     half = max(1, len(real) // 2)
     return {"sac/q_episode": float(q[:half].mean()), "sac/return_episode": float(real[:half].mean()),
             "sac/q_abs_error": float(np.abs(q[:half] - real[:half]).mean())}
+
+
+def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.ndarray, np.ndarray]:
+    """Filters `context` steps of the first sequence, then predicts the rest open-loop from its actions."""
+    obs = tf.convert_to_tensor(batch[world_model.obs_key][:1])
+    action = tf.convert_to_tensor(batch["action"][:1])
+    stoch = world_model.rssm.stoch_size
+    context_obs = obs[:, :context]
+    noise = world_model.observation_noise(tf.random.Generator.from_seed(0), context_obs)  # as in training
+    posts, _ = world_model.rssm.observe(world_model.embed(context_obs, noise), action[:, :context], tf.zeros([1, context, stoch]))
+    last = tf.nest.map_structure(lambda t: t[:, -1], posts)
+    length = action.shape[1]
+    imagined = world_model.rssm.imagine(last, action[:, context:], tf.zeros([1, length - context, stoch]))
+    predicted = tf.concat([world_model.decode(posts), world_model.decode(imagined)], 1)[0].numpy()
+    truth = obs[0].numpy()
+    if world_model.obs_key == "image":
+        truth = truth.astype(np.float32) / 255.0
+    return truth, predicted

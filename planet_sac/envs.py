@@ -19,6 +19,7 @@ This module and ``planet_sac/__init__.py`` must therefore never import TensorFlo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import pickle
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import weakref
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Mapping, Protocol
 
 import gymnasium
 import numpy as np
@@ -480,3 +481,57 @@ def resize_image(frame: np.ndarray, size: int) -> np.ndarray:
     if frame.shape[:2] == (size, size):
         return frame
     return np.asarray(Image.fromarray(frame).resize((size, size), Image.Resampling.BOX))
+
+
+@dataclasses.dataclass
+class StepResult:
+    """One environment's step inside a batch; `crashed`: its process died and was restarted (reset it next)."""
+
+    obs: dict[str, np.ndarray] | None
+    reward: float
+    terminated: bool
+    truncated: bool
+    crashed: bool = False
+
+
+class EnvBatch(Protocol):
+    """Environments the actor steps together; spaces are those of one environment."""
+
+    num_envs: int
+    observation_space: spaces.Dict
+    action_space: spaces.Box
+
+    def reset(self, index: int) -> dict[str, np.ndarray]: ...
+
+    def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalEnvs:
+    """A batch of one environment stepped in this process (through its own child process for MuJoCo)."""
+
+    num_envs = 1
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+
+    def reset(self, index: int) -> dict[str, np.ndarray]:
+        return self.env.reset()[0]
+
+    def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
+        obs, reward, terminated, truncated, _ = self.env.step(actions[0])
+        return {0: StepResult(obs, float(reward), bool(terminated), bool(truncated))}
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_envs(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
+              num_envs: int = 1) -> EnvBatch:
+    """`num_envs` environments as one batch (see `make_env` for the arguments)."""
+    if num_envs < 1:
+        raise ConfigError(f"env.num_envs must be >= 1, got {num_envs}")
+    return LocalEnvs(make_env(task, obs, action_repeat, time_limit, seed, image_size))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from planet_sac.collect import RandomAgent, collect_episodes
+from planet_sac.acting.actor import Actor, RandomPolicy
 from planet_sac.envs import make_env
 from planet_sac.episodes.storage import list_episodes
 
@@ -36,9 +36,9 @@ def main() -> None:
         for path in list_episodes(outdir):
             os.remove(path)
         env = make_env(**env_kwargs, seed=SEED)
-        agent = RandomAgent(env.action_space.shape[0], seed=SEED)
-        summaries = collect_episodes(env, agent, num_episodes, outdir, seed=SEED)
-        env.close()
+        actor = Actor(env, RandomPolicy(env.action_space.shape[0], seed=SEED), "train", outdir)
+        summaries = actor.run(num_episodes)
+        actor.close()
         for summary in summaries:
             print(f"{summary['path']}: length {summary['length']}, return {summary['return']:.1f}")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from planet_sac.collect import RandomAgent, run_episode
+from planet_sac.acting.actor import RandomPolicy, run_episode
 from planet_sac.envs import make_env
 
 # dm_control is only looked up, never imported here: it crashes next to TensorFlow (see EnvProcess).
@@ -107,7 +107,7 @@ def test_dmc_state_obs_and_default_time_limit_truncates():
     obs, _ = env.reset()
     assert obs["state"].shape == (8,) and obs["state"].dtype == np.float32
     assert env.max_episode_steps == 125
-    episode = run_episode(env, RandomAgent(2, seed=0), training=True)
+    episode = run_episode(env, RandomPolicy(2, seed=0))
     assert len(episode["action"]) == 126
     assert np.all(episode["discount"] == 1.0)
 
@@ -154,7 +154,7 @@ def test_termination_gives_zero_discount():
     env.step(np.zeros(1))
     _, _, terminated, truncated, _ = env.step(np.zeros(1))
     assert terminated and not truncated
-    episode = run_episode(env, RandomAgent(1, seed=0), training=True)
+    episode = run_episode(env, RandomPolicy(1, seed=0))
     assert len(episode["discount"]) == 4
     np.testing.assert_array_equal(episode["discount"], [1.0, 1.0, 1.0, 0.0])
 
@@ -166,7 +166,7 @@ def test_time_limit_truncates_and_keeps_discount():
         _, _, terminated, truncated, _ = env.step(np.zeros(1, np.float32))
         assert not terminated
         assert truncated == (step == 4)
-    episode = run_episode(env, RandomAgent(1, seed=0), training=True)
+    episode = run_episode(env, RandomPolicy(1, seed=0))
     assert len(episode["discount"]) == 6
     assert np.all(episode["discount"] == 1.0)
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from planet_sac import collect
 from planet_sac.config import ConfigError, apply_overrides
+from planet_sac.training import trainer as trainer_module
 
 
 @pytest.fixture
@@ -22,19 +22,20 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
     from planet_sac.training.trainer import Trainer
 
     trainer = Trainer(compare_config, str(tmp_path / "run"), progress=False)
-    acting = []  # the policy the compiled test-phase branch points at while each unsaved episode runs
-    real = collect.run_episode
+    acting = []  # the policy the compiled test-phase branch points at while each test-phase actor runs
 
-    def spy(env, agent, training, seed=None):
-        acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[1])])
-        return real(env, agent, training, seed)
+    class SpyActor(trainer_module.Actor):
+        def run(self, num_episodes, progress=False):
+            if self.phase == "test":
+                acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[1])])
+            return super().run(num_episodes, progress)
 
-    monkeypatch.setattr(collect, "run_episode", spy)
+    monkeypatch.setattr(trainer_module, "Actor", SpyActor)
     try:
         trainer.run()
     finally:
         trainer.close()
-    # collect_episodes (test policy, saved) also calls run_episode: cem first, then the compared ones in order.
+    # The test policy's (saved) episodes first, then the compared ones in order.
     assert acting[-3:] == ["cem", "random", "sac"]
     records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     (test,) = [r for r in records if r.get("phase") == "test"]

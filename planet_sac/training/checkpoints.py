@@ -58,6 +58,16 @@ def _tree(variables: Mapping[str, tf.Variable]) -> tf.Module:
     return root
 
 
+def latest_checkpoint(path: str) -> str | None:
+    """The newest checkpoint prefix of a logdir or its `checkpoints/` folder, or None if it has none yet."""
+    for directory in (f"{path.rstrip('/')}/checkpoints", path):
+        if tf.io.gfile.isdir(directory):
+            latest = tf.train.latest_checkpoint(directory)
+            if latest:
+                return latest
+    return None
+
+
 def resolve(path: str) -> str:
     """A checkpoint prefix from a logdir, its `checkpoints/` folder, or a prefix itself."""
     for directory in (path, f"{path.rstrip('/')}/checkpoints"):
@@ -152,9 +162,12 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
         if want != have:
             raise CheckpointError(f"shape mismatch for {name}: checkpoint has {have}, this run needs {want}")
 
+    # Every tensor is read before any variable is assigned: a checkpoint that fails to read
+    # (damaged, or deleted by another process's rotation meanwhile) never leaves a half-restored model.
     reader = tf.train.load_checkpoint(prefix)
+    values = {name: reader.get_tensor(_PREFIX + name + _SUFFIX) for name in selected}
     for name in selected:
-        variables[name].assign(reader.get_tensor(_PREFIX + name + _SUFFIX))
+        variables[name].assign(values[name])
     chosen = set(selected)
     return RestoreReport(restored=selected, skipped=sorted(set(stored) - chosen),
                          untouched=sorted(set(variables) - chosen))

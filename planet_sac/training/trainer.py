@@ -1,92 +1,53 @@
-"""The training loop: PlaNet's phases over replay, learner and environment loop.
+"""The training loop: PlaNet's phases, wiring the agent, learner, replay and actors of one process.
 
-Data flows one way: environment -> episodes on disk -> replay loader -> learner
-(world model + SAC) -> policy -> environment. A run is a sequence of phases derived
-from the global step: `train` phases of `schedule.train_phase_steps` updates (one
-episode collected every `schedule.collect_every` updates), each followed by a `test`
+Data flows one way: environments -> episodes on disk -> replay loader -> learner
+(world model + SAC) -> agent's policy -> environments. A run is a sequence of phases
+derived from the global step: `train` phases of `schedule.train_phase_steps` updates
+(an episode collected per `schedule.collect_every` updates), each followed by a `test`
 phase that evaluates without gradients. Because the phase is a function of the
 checkpointed counters, a resumed run continues in the right phase.
 
-Everything a run writes lives under its logdir: `config.yaml`, `train_episodes/`,
-`test_episodes/`, `checkpoints/`, `metrics.jsonl` and TensorBoard event files.
+The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
+(training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py).
+With `schedule.collect: false` the trainer collects nothing itself and learns from the
+episodes that `planet-sac collect --reload-every` processes write into `train_episodes/`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
-import re
 import signal
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from planet_sac import collect
-from planet_sac.config import Config, ConfigError, apply_overrides, diff, load_config, read_config_file, save_config
-from planet_sac.control.policy import Policy
-from planet_sac.control.sac import SAC
-from planet_sac.diagnostics import critic_vs_returns
-from planet_sac.envs import make_env
+from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
+from planet_sac.agent import Agent
+from planet_sac.config import Config, ConfigError, diff, load_config, read_config_file, save_config
+from planet_sac.diagnostics import critic_vs_returns, open_loop
+from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
-from planet_sac.models.world_model import WorldModel
+from planet_sac.episodes.storage import load_episode
 from planet_sac.training.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
+from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
-TRAIN, TEST = "train", "test"
 EVAL_VIDEO_SIZE = 128
 """Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
+TEST_SEED_OFFSET = 10_000
+"""The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
 
 
 class NonFiniteError(RuntimeError):
     """Too many consecutive updates had a NaN/inf loss or gradient."""
-
-
-# ----------------------------------------------------------------------------- the agent
-
-
-@dataclasses.dataclass
-class Agent:
-    """The learnable parts of a run, built from a config and the data's shapes."""
-
-    world_model: WorldModel
-    sac: SAC
-    policy: Policy
-
-    @classmethod
-    def build(cls, config: Config, obs_key: str, obs_shape: Sequence[int], action_size: int) -> "Agent":
-        world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed,
-                                 precision=config.optim.precision)
-        sac = SAC(config.sac, world_model.rssm.feature_size, action_size, seed=config.seed)
-        policy = Policy(world_model, sac, config.cem, config.policy.train, config.policy.test,
-                        seed=config.seed + 1)
-        return cls(world_model, sac, policy)
-
-    def actor(self, phase: str) -> "PolicyActor":
-        return PolicyActor(self.policy, phase)
-
-
-class PolicyActor:
-    """Adapts the compiled policy to the environment loop's `collect.Agent` protocol for one phase."""
-
-    def __init__(self, policy: Policy, phase: str):
-        self.policy = policy
-        self.phase = phase
-
-    def reset(self, batch_size: int) -> Any:
-        return self.policy.initial_state(batch_size)
-
-    def act(self, obs: dict[str, np.ndarray], state: Any, training: bool) -> tuple[np.ndarray, Any]:
-        action, state = self.policy.act(obs, state, self.phase)
-        return action.numpy(), state
 
 
 class Counters(tf.Module):
@@ -100,68 +61,6 @@ class Counters(tf.Module):
             self.train_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_episodes")
             self.test_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_episodes")
             self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
-
-
-def episode_stats(directory: str) -> tuple[int, int]:
-    """(episodes, environment steps) of a directory, read from the file names' length suffix."""
-    paths = list_episodes(directory)
-    steps = 0
-    for path in paths:
-        match = re.search(r"-(\d+)\.npz$", path)
-        steps += int(match.group(1)) if match else 0
-    return len(paths), steps
-
-
-def first_episode_spec(directory: str) -> EpisodeSpec:
-    """Shapes and dtypes of the first readable episode in `directory` (reads one file, not all)."""
-    for path in list_episodes(directory):
-        try:
-            return EpisodeSpec.from_episode(load_episode(path))
-        except BadEpisodeError:
-            continue
-    raise ConfigError(f"{directory} holds no readable episode (.npz); collect some with: planet-sac collect ... --outdir {directory}")
-
-
-# ----------------------------------------------------------------------------- run config
-
-
-def resolve_run_config(logdir: str, config_path: str | None = None, overrides: Sequence[str] = (),
-                       force: bool = False) -> Config:
-    """The config of a new or resumed run.
-
-    A new logdir takes `config_path` (or the defaults) plus `overrides`. An existing
-    run keeps its saved `config.yaml`; overrides that change it are refused unless
-    `force`, because a resumed run with another config is a different experiment.
-    """
-    saved_path = f"{logdir}/config.yaml"
-    if not tf.io.gfile.exists(saved_path):
-        return load_config(config_path, list(overrides))
-    saved = read_config_file(saved_path)
-    requested = load_config(config_path, list(overrides)) if config_path else apply_overrides(saved, list(overrides))
-    changed = diff(saved, requested)
-    if changed and not force:
-        raise ConfigError(
-            f"{logdir} was started with another config (changed: {', '.join(changed[:5])}); "
-            "drop the conflicting --set/--config, use a new --logdir, or pass --force"
-        )
-    return requested if changed else saved
-
-
-def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
-    """Creates the directory, failing early with a clear message if it cannot be used."""
-    if tf.io.gfile.exists(logdir) and not tf.io.gfile.isdir(logdir):
-        raise ConfigError(f"{flag} {logdir} is a file, not a directory; choose another path")
-    try:
-        tf.io.gfile.makedirs(logdir)
-        probe = f"{logdir}/.write_test"
-        with tf.io.gfile.GFile(probe, "w") as file:
-            file.write("ok")
-        tf.io.gfile.remove(probe)
-    except (tf.errors.OpError, OSError) as error:
-        raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
-
-
-# ----------------------------------------------------------------------------- the loop
 
 
 class Trainer:
@@ -186,50 +85,63 @@ class Trainer:
                 raise ConfigError(f"{self.logdir} was started with another config (changed: {', '.join(changed[:5])}); "
                                   "use a new logdir or pass force=True / --force")
         self.offline = offline_data is not None
+        self.collects = not self.offline and config.schedule.collect
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
         prepare_logdir(self.logdir)
 
-        self.env = self.test_env = None
+        self.envs: EnvBatch | None = None
+        self.test_env = None
         self._can_render = True
-        if self.offline:
-            if not tf.io.gfile.isdir(self.train_dir):
-                raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
-            spec = first_episode_spec(self.train_dir)
-            shapes = spec.step_shapes()
-            if config.env.obs not in shapes:
-                raise ConfigError(f"{self.train_dir} holds {', '.join(spec.keys[:-3])} observations but "
-                                  f"env.obs={config.env.obs}; pass --set env.obs=... to match the data")
-            obs_shape, action_size = shapes[config.env.obs], spec.action_dim
-        else:
-            self.env = self._make_env(config.env.seed)
-            obs_shape = self.env.observation_space[config.env.obs].shape
-            action_size = self.env.action_space.shape[0]
-
-        self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
-        self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed)
-        self.counters = Counters()
-        self.variables = named_variables(
-            [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters],
-            extra={"learner/rng_state": self.learner.rng.state, "policy/rng_state": self.agent.policy.rng.state},
-        )
-        self.variables.pop("policy/phase_policy", None)
-        self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables)
-        self.logger = Logger(self.logdir)
-        self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
-        self._stop = threading.Event()
         try:
+            obs_shape, action_size = self._data_shapes()
+            self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
+            self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed)
+            self.counters = Counters()
+            self.variables = named_variables(
+                [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters],
+                extra={"learner/rng_state": self.learner.rng.state, "policy/rng_state": self.agent.policy.rng.state},
+            )
+            self.variables.pop("policy/phase_policy", None)
+            self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables)
+            self.logger = Logger(self.logdir)
+            self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
+            self._stop = threading.Event()
             self.start_message = self._restore(restore_from, include, exclude)
         except BaseException:
             self.close()
             raise
 
-    def _make_env(self, seed: int):
-        env = self.config.env
-        return make_env(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size)
-
     # ------------------------------------------------------------------ setup
+
+    def _data_shapes(self) -> tuple[tuple[int, ...], int]:
+        """(observation shape, action size), from the offline data or from the environment."""
+        if self.offline:
+            if not tf.io.gfile.isdir(self.train_dir):
+                raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
+            spec = first_episode_spec(self.train_dir)
+            shapes = spec.step_shapes()
+            if self.config.env.obs not in shapes:
+                raise ConfigError(f"{self.train_dir} holds {', '.join(spec.keys[:-3])} observations but "
+                                  f"env.obs={self.config.env.obs}; pass --set env.obs=... to match the data")
+            return tuple(shapes[self.config.env.obs]), spec.action_dim
+        env = self._train_envs() if self.collects else self._test_env()
+        return tuple(env.observation_space[self.config.env.obs].shape), int(env.action_space.shape[0])
+
+    def _train_envs(self) -> EnvBatch:
+        if self.envs is None:
+            env = self.config.env
+            self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, env.seed, env.image_size,
+                                  env.num_envs)
+        return self.envs
+
+    def _test_env(self):
+        if self.test_env is None:
+            env = self.config.env
+            self.test_env = make_env(env.task, env.obs, env.action_repeat, env.time_limit, env.seed + TEST_SEED_OFFSET,
+                                     env.image_size)
+        return self.test_env
 
     def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
         """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
@@ -245,11 +157,13 @@ class Trainer:
         self._sync_episode_counters()
         # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
         save_config(self.config, f"{self.logdir}/config.yaml")
+        if not resumed:  # collectors (`planet-sac collect --reload-every`) can act from the first moment
+            self.checkpointer.save(int(self.counters.step.numpy()))
         log.info(message)
         return message
 
     def _sync_episode_counters(self) -> None:
-        """Episode counters follow the files on disk: episodes written after the last checkpoint are kept and counted once."""
+        """Episode counters follow the files on disk: episodes written after the last checkpoint, or by collectors, count once."""
         episodes, steps = episode_stats(self.train_dir)
         self.counters.train_episodes.assign(episodes)
         self.counters.env_steps.assign(steps * self.config.env.action_repeat)
@@ -259,21 +173,16 @@ class Trainer:
         """Random episodes until each directory holds the configured number of seed episodes."""
         if self.offline:
             return
-        data = self.config.data
-        for directory, wanted, seed in ((self.train_dir, data.seed_episodes, self.config.env.seed),
-                                        (self.test_dir, data.test_seed_episodes, self.config.env.seed + 10_000)):
+        data, env = self.config.data, self.config.env
+        for directory, wanted, seed in ((self.train_dir, data.seed_episodes, env.seed),
+                                        (self.test_dir, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
             missing = wanted - episode_stats(directory)[0]
             if missing > 0:
-                env = self.env if directory == self.train_dir else self._test_env()
-                agent = collect.RandomAgent(env.action_space.shape[0], seed=seed + episode_stats(directory)[0])
+                envs = self._train_envs() if directory == self.train_dir else self._test_env()
+                policy = RandomPolicy(envs.action_space.shape[0], seed=seed + episode_stats(directory)[0])
                 log.info("collecting %d random seed episodes into %s", missing, directory)
-                collect.collect_episodes(env, agent, missing, directory, training=True, progress=self.progress)
+                Actor(envs, policy, TRAIN, directory).run(missing, progress=self.progress)
         self._sync_episode_counters()
-
-    def _test_env(self):
-        if self.test_env is None:
-            self.test_env = self._make_env(self.config.env.seed + 10_000)
-        return self.test_env
 
     # ------------------------------------------------------------------ phases
 
@@ -293,8 +202,8 @@ class Trainer:
         """
         values = self.held_out_loss()
         recorder = self._video_recorder()
-        episodes = collect.collect_episodes(recorder or self._test_env(), self.agent.actor(TEST),
-                                            self.config.schedule.test_episodes, self.test_dir, training=False, progress=False)
+        episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, self.test_dir).run(
+            self.config.schedule.test_episodes)
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
         values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
@@ -316,24 +225,23 @@ class Trainer:
         self.checkpointer.save(int(self.counters.step.numpy()))
         return record
 
-    def _video_recorder(self) -> collect.RecordFrames | None:
+    def _video_recorder(self) -> RecordFrames | None:
         """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""
         env = self._test_env()
         if self.config.env.obs == "image":
-            return collect.RecordFrames(env, from_observation=True)
+            return RecordFrames(env, from_observation=True)
         if getattr(env, "render_mode", None) != "rgb_array" or not self._can_render:
             return None
-        return collect.RecordFrames(env, size=EVAL_VIDEO_SIZE, optional=True)
+        return RecordFrames(env, size=EVAL_VIDEO_SIZE, optional=True)
 
     def _compare_return(self, name: str) -> float:
         """Mean return of policy `name` over `schedule.test_episodes` test episodes (not saved)."""
         self.agent.policy.set_policies(test=name)
         try:
-            returns = [float(collect.run_episode(self._test_env(), self.agent.actor(TEST), training=False)["reward"].sum())
-                       for _ in range(self.config.schedule.test_episodes)]
+            episodes = Actor(self._test_env(), self.agent.policy, TEST).run(self.config.schedule.test_episodes)
         finally:
             self.agent.policy.set_policies(test=self.config.policy.test)
-        return float(np.mean(returns))
+        return float(np.mean([episode["return"] for episode in episodes]))
 
     def held_out_loss(self) -> dict:
         """`test/loss/*`: the world model's loss on one batch of chunks from `test_episodes/` (as PlaNet's test phase).
@@ -355,12 +263,13 @@ class Trainer:
         metrics = self.learner.evaluate(batch)
         return {f"test/{key}": float(value) for key, value in metrics.items() if key.startswith("loss/")}
 
-    def collect_train_episode(self) -> dict:
-        (episode,) = collect.collect_episodes(self.env, self.agent.actor(TRAIN), 1, self.train_dir,
-                                              training=True, progress=False)
-        self.counters.train_episodes.assign_add(1)
-        self.counters.env_steps.assign_add(episode["length"] * self.config.env.action_repeat)
-        return episode
+    def collect_train_episodes(self) -> list[dict]:
+        """One episode per training environment, with the train-phase policy, into `train_episodes/`."""
+        envs = self._train_envs()
+        episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
+        self.counters.train_episodes.assign_add(len(episodes))
+        self.counters.env_steps.assign_add(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat)
+        return episodes
 
     def _log(self, values: dict, phase: str) -> dict:
         return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
@@ -373,6 +282,10 @@ class Trainer:
         """Trains until `train_steps` updates in total (default: schedule.train_steps); returns the last metrics."""
         schedule = self.config.schedule
         total = schedule.train_steps if train_steps is None else train_steps
+        # With N environments, N episodes every N * collect_every updates: the same updates per environment step.
+        collect_every = schedule.collect_every * self.config.env.num_envs
+        # Collectors in other processes reload the newest checkpoint: give them one as often as we would collect.
+        checkpoint_every = schedule.checkpoint_every if self.collects else min(schedule.checkpoint_every, schedule.collect_every)
         self.collect_seed_episodes()
         dataset, replay = make_dataset(self.train_dir, self.config.data.batch_size, self.config.data.chunk_length,
                                        every=self.config.data.every, max_episodes=self.config.data.max_episodes,
@@ -407,13 +320,15 @@ class Trainer:
                         "Lower optim.learning_rate or check the data."
                     )
                 values = {}
-                if not self.offline and step % schedule.collect_every == 0:
-                    episode = self.collect_train_episode()
-                    values["train/return"] = episode["return"]
-                    values["train/episode_length"] = episode["length"]
+                if self.collects and step % collect_every == 0:
+                    episodes = self.collect_train_episodes()
+                    values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
+                    values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
                     log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
-                             episode["return"], int(self.counters.env_steps.numpy()))
+                             values["train/return"], int(self.counters.env_steps.numpy()))
                 if step % schedule.log_every == 0 or values:
+                    if not self.collects and not self.offline:
+                        self._sync_episode_counters()  # episodes arrive from collector processes
                     elapsed = time.perf_counter() - window_start
                     values.update({key: float(value) for key, value in metrics.items()})
                     values["train/steps_per_second"] = window_steps / max(elapsed, 1e-9)
@@ -425,7 +340,7 @@ class Trainer:
                                     sps=f"{values['train/steps_per_second']:.1f}")
                 if step % schedule.video_every == 0:
                     self.log_open_loop(next(batches))
-                if step % schedule.checkpoint_every == 0 and int(self.learner.consecutive_skips.numpy()) == 0:
+                if step % checkpoint_every == 0 and int(self.learner.consecutive_skips.numpy()) == 0:
                     self.checkpointer.save(step)  # only after a good update: the last checkpoint is always a good one
         bar.close()
         if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
@@ -445,28 +360,11 @@ class Trainer:
         self._log({"model/open_loop_mse": error}, TRAIN)
 
     def close(self) -> None:
-        self.logger.close()
-        for env in (self.env, self.test_env):
+        if getattr(self, "logger", None) is not None:
+            self.logger.close()
+        for env in (self.envs, self.test_env):
             if env is not None:
                 env.close()
-
-
-def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.ndarray, np.ndarray]:
-    """Filters `context` steps of the first sequence, then predicts the rest open-loop from its actions."""
-    obs = tf.convert_to_tensor(batch[world_model.obs_key][:1])
-    action = tf.convert_to_tensor(batch["action"][:1])
-    stoch = world_model.rssm.stoch_size
-    context_obs = obs[:, :context]
-    noise = world_model.observation_noise(tf.random.Generator.from_seed(0), context_obs)  # as in training
-    posts, _ = world_model.rssm.observe(world_model.embed(context_obs, noise), action[:, :context], tf.zeros([1, context, stoch]))
-    last = tf.nest.map_structure(lambda t: t[:, -1], posts)
-    length = action.shape[1]
-    imagined = world_model.rssm.imagine(last, action[:, context:], tf.zeros([1, length - context, stoch]))
-    predicted = tf.concat([world_model.decode(posts), world_model.decode(imagined)], 1)[0].numpy()
-    truth = obs[0].numpy()
-    if world_model.obs_key == "image":
-        truth = truth.astype(np.float32) / 255.0
-    return truth, predicted
 
 
 class _graceful_stop:

@@ -1,0 +1,121 @@
+"""Collecting episodes to `.npz`: with a random policy, or with a trained run's policy that follows the run.
+
+`Collector` is an independent process's main loop: a run's agent acting in its own
+environments (`env.num_envs` of them), writing every finished episode to an episode
+directory, which may be the training run's own `train_episodes/` on a shared filesystem
+(any `tf.io.gfile` path). With `reload_every`, it reloads the run's newest checkpoint when
+one has appeared, checked after each round of episodes, so a learner started with
+`schedule.collect=false` and N collectors together form PlaNet's collect/train loop.
+
+A checkpoint that cannot be read completely (being deleted by the trainer's rotation,
+damaged, or an incomplete copy) is never half-applied: all its tensors are read before
+any variable is assigned, and a failed read keeps the current weights (with a warning).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Sequence
+
+import tensorflow as tf
+
+from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
+from planet_sac.agent import ACTING_VARIABLES, Agent, checkpoint_step, find_run_config
+from planet_sac.config import Config, ConfigError, apply_overrides
+from planet_sac.envs import make_envs
+from planet_sac.training.checkpoints import CheckpointError, latest_checkpoint, restore_filtered
+
+log = logging.getLogger("planet_sac")
+
+
+def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", action_repeat: int = 1,
+                   time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = (),
+                   progress: bool = True) -> list[dict]:
+    """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs)."""
+    env = apply_overrides(Config(), list(overrides)).env
+    envs = make_envs(task, obs, action_repeat, time_limit, seed, env.image_size, env.num_envs)
+    actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, outdir)
+    try:
+        return actor.run(episodes, progress=progress)
+    finally:
+        actor.close()
+
+
+class Collector:
+    """A trained run's policy (train phase, with exploration) collecting into `outdir`, reloading the run's checkpoints."""
+
+    def __init__(self, checkpoint: str, outdir: str, policy: str = "cem", seed: int = 0,
+                 overrides: Sequence[str] = (), reload_every: float | None = None, wait_seconds: float = 0.0):
+        if reload_every is not None and not reload_every > 0:
+            raise ConfigError(f"--reload-every={reload_every}: must be > 0 seconds")
+        self.checkpoint = checkpoint
+        self.reload_every = reload_every
+        self.config = apply_overrides(self._wait_for_run(checkpoint, wait_seconds), list(overrides))
+        env = self.config.env
+        self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size, env.num_envs)
+        try:
+            self.agent = Agent.build(self.config, env.obs, self.envs.observation_space[env.obs].shape,
+                                     self.envs.action_space.shape[0])
+            self.agent.policy.set_policies(train=policy)
+            self.variables = self.agent.acting_variables()
+            self.prefix: str | None = None
+            self.step = -1
+            if not self.reload():
+                raise CheckpointError(f"no readable checkpoint in {checkpoint}")
+        except BaseException:
+            self.envs.close()
+            raise
+        self.actor = Actor(self.envs, self.agent.policy, TRAIN, outdir)
+        self._checked = time.monotonic()
+
+    def _wait_for_run(self, checkpoint: str, wait_seconds: float) -> Config:
+        """The run's config, waiting up to `wait_seconds` for the run to write its config and first checkpoint."""
+        deadline = time.monotonic() + wait_seconds
+        if wait_seconds > 0:
+            log.info("waiting for %s to hold a run's config.yaml and a checkpoint", checkpoint)
+        while True:
+            try:
+                config = find_run_config(checkpoint)
+                if latest_checkpoint(checkpoint):
+                    return config
+            except ConfigError:
+                if time.monotonic() >= deadline:
+                    raise
+            if time.monotonic() >= deadline:
+                raise CheckpointError(f"no checkpoint in {checkpoint} yet; start the trainer first")
+            time.sleep(min(5.0, max(0.1, wait_seconds / 10)))
+
+    def reload(self) -> bool:
+        """Loads the run's newest checkpoint if it is not the one loaded; False (and old weights kept) if unreadable."""
+        prefix = latest_checkpoint(self.checkpoint)
+        if prefix is None or prefix == self.prefix:
+            return self.prefix is not None
+        try:
+            restore_filtered(self.variables, prefix, include=list(ACTING_VARIABLES))
+            step = checkpoint_step(prefix)
+        except (CheckpointError, tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: a truncated data file
+            log.warning("could not load %s (%s); acting with the previous weights", prefix,
+                        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+            return self.prefix is not None
+        self.prefix, self.step = prefix, step
+        log.info("acting with %s (step %d)", prefix, step)
+        return True
+
+    def run(self, episodes: int | None = None) -> list[dict]:
+        """Collects `episodes` episodes (None: until interrupted), reloading between rounds of `env.num_envs` episodes."""
+        summaries: list[dict] = []
+        while episodes is None or len(summaries) < episodes:
+            if self.reload_every is not None and time.monotonic() - self._checked >= self.reload_every:
+                self.reload()
+                self._checked = time.monotonic()
+            count = self.envs.num_envs if episodes is None else min(self.envs.num_envs, episodes - len(summaries))
+            for summary in self.actor.run(count, progress=False):
+                summary["checkpoint_step"] = self.step
+                summaries.append(summary)
+                log.info("episode %d: return %.1f, length %d (checkpoint step %d)", len(summaries), summary["return"],
+                         summary["length"], self.step)
+        return summaries
+
+    def close(self) -> None:
+        self.actor.close()

@@ -1,0 +1,82 @@
+"""The agent: the world model, the SAC head on its latent state, and the compiled policy that uses both.
+
+`Agent.build` makes one from a config and the data's shapes (new runs, the trainer);
+`load_agent` makes one from a run's logdir and restores its latest checkpoint (evaluation,
+collectors, scripts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+from typing import Sequence
+
+import tensorflow as tf
+
+from planet_sac.config import Config, ConfigError, apply_overrides, read_config_file
+from planet_sac.control.policy import Policy
+from planet_sac.control.sac import SAC
+from planet_sac.envs import make_env
+from planet_sac.models.world_model import WorldModel
+from planet_sac.training.checkpoints import named_variables, resolve, restore_filtered
+
+ACTING_VARIABLES = ("world_model/", "sac/")
+"""Name patterns of the variables an agent needs to act (no optimizer state, no counters)."""
+
+
+@dataclasses.dataclass
+class Agent:
+    """The learnable parts of a run and the phase-gated policy built on them."""
+
+    world_model: WorldModel
+    sac: SAC
+    policy: Policy
+
+    @classmethod
+    def build(cls, config: Config, obs_key: str, obs_shape: Sequence[int], action_size: int) -> "Agent":
+        world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed,
+                                 precision=config.optim.precision)
+        sac = SAC(config.sac, world_model.rssm.feature_size, action_size, seed=config.seed)
+        policy = Policy(world_model, sac, config.cem, config.policy.train, config.policy.test,
+                        seed=config.seed + 1)
+        return cls(world_model, sac, policy)
+
+    def acting_variables(self) -> dict[str, tf.Variable]:
+        """The variables `load_agent` and collectors restore, by checkpoint name (no optimizer slots)."""
+        return {name: variable for name, variable in named_variables([self.world_model, self.sac]).items()
+                if name.startswith(ACTING_VARIABLES)}
+
+    def restore(self, checkpoint: str) -> int:
+        """Restores the acting variables from `checkpoint` (logdir or prefix); returns its step."""
+        prefix = resolve(checkpoint)
+        restore_filtered(self.acting_variables(), prefix, include=list(ACTING_VARIABLES))
+        return checkpoint_step(prefix)
+
+
+def checkpoint_step(prefix: str) -> int:
+    """The run's update counter stored in the checkpoint at `prefix`."""
+    return int(tf.train.load_checkpoint(prefix).get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def find_run_config(checkpoint: str) -> Config:
+    """The config.yaml of the run that wrote `checkpoint` (a logdir, its checkpoints/ or a prefix)."""
+    path = checkpoint.rstrip("/")
+    for _ in range(3):
+        if tf.io.gfile.exists(f"{path}/config.yaml"):
+            return read_config_file(f"{path}/config.yaml")
+        path = posixpath.dirname(path)
+    raise ConfigError(f"{checkpoint} is not a training run (it has no config.yaml); pass the --logdir of a run")
+
+
+def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0):
+    """Builds a run's agent and environment and restores the agent from the run's latest checkpoint.
+
+    Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's config.
+    """
+    config = apply_overrides(find_run_config(checkpoint), list(overrides))
+    resolve(checkpoint)  # fails with a clear message before an environment is started
+    env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
+                   config.env.image_size)
+    agent = Agent.build(config, config.env.obs, env.observation_space[config.env.obs].shape, env.action_space.shape[0])
+    step = agent.restore(checkpoint)
+    return config, agent, env, step

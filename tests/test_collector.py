@@ -1,0 +1,176 @@
+"""Collectors on a shared directory: a run's policy acting in its own process, following the run's checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from planet_sac.acting.collector import Collector
+from planet_sac.cli import main
+from planet_sac.config import ConfigError, apply_overrides
+from planet_sac.episodes.storage import list_episodes
+from planet_sac.training.trainer import Trainer
+from tests.conftest import ROOT
+
+OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
+
+
+@pytest.fixture
+def run(tmp_path):
+    logdir = tmp_path / "run"
+    shutil.copytree(OLD_RUN, logdir)
+    return str(logdir)
+
+
+def acting_values(collector: Collector) -> dict[str, np.ndarray]:
+    return {name: variable.numpy().copy() for name, variable in collector.variables.items()}
+
+
+def save_version(run: str, value: float, step: int) -> None:
+    """A new checkpoint of `run` whose world-model and SAC variables all hold `value` (via a Trainer, as the learner would)."""
+    from planet_sac.training.run_dir import resolve_run_config
+
+    trainer = Trainer(resolve_run_config(run), run, progress=False)
+    try:
+        for name, variable in trainer.variables.items():
+            if name.startswith(("world_model/", "sac/")) and variable.dtype.is_floating:
+                variable.assign(np.full(variable.shape, value, variable.dtype.as_numpy_dtype))
+        trainer.counters.step.assign(step)
+        trainer.checkpointer.save(step)
+    finally:
+        trainer.close()
+
+
+def test_collector_writes_episodes_and_reloads_a_newer_checkpoint(run, tmp_path):
+    outdir = str(tmp_path / "shared")
+    collector = Collector(run, outdir, policy="sac", reload_every=0.01)
+    try:
+        assert collector.step == 10
+        first = acting_values(collector)
+        (summary,) = collector.run(1)
+        assert summary["checkpoint_step"] == 10 and list_episodes(outdir) == [summary["path"]]
+        save_version(run, 0.25, step=11)
+        assert collector.reload() and collector.step == 11
+        after = acting_values(collector)
+        assert all(np.all(value == 0.25) for name, value in after.items() if value.dtype.kind == "f")
+        assert any(not np.array_equal(first[name], after[name]) for name in first)
+        (summary,) = collector.run(1)  # reloads between rounds too: nothing newer, so the same weights
+        assert summary["checkpoint_step"] == 11 and len(list_episodes(outdir)) == 2
+    finally:
+        collector.close()
+
+
+def test_a_damaged_newer_checkpoint_is_never_half_applied(run, tmp_path, caplog):
+    collector = Collector(run, str(tmp_path / "out"), policy="sac")
+    try:
+        before = acting_values(collector)
+        save_version(run, 0.5, step=12)
+        data = os.path.join(run, "checkpoints", "ckpt-12.data-00000-of-00001")
+        with open(data, "r+b") as file:  # as if caught while being copied: most of the file is missing
+            file.truncate(os.path.getsize(data) // 4)
+        readable = 0  # some acting tensors can still be read, some cannot: a naive restore would mix two versions
+        reader = tf.train.load_checkpoint(data.split(".data")[0])
+        for name in collector.variables:
+            try:
+                reader.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE")
+                readable += 1
+            except (tf.errors.OpError, IndexError, ValueError):
+                pass
+        assert 0 < readable < len(collector.variables)
+        with caplog.at_level(logging.WARNING, logger="planet_sac"):
+            assert collector.reload()  # still acting, with the previous weights
+        assert collector.step == 10 and any("could not load" in r.getMessage() for r in caplog.records)
+        for name, value in acting_values(collector).items():
+            np.testing.assert_array_equal(value, before[name])
+        save_version(run, 0.75, step=13)  # the next good checkpoint is taken
+        assert collector.reload() and collector.step == 13
+        assert all(np.all(v == 0.75) for v in acting_values(collector).values() if v.dtype.kind == "f")
+    finally:
+        collector.close()
+
+
+def test_reloading_while_the_learner_writes_and_rotates_gives_whole_versions(run, tmp_path):
+    """Checkpoints written (and old ones deleted, max_to_keep=3) while the collector reloads: never a mix."""
+    from planet_sac.training.run_dir import resolve_run_config
+
+    collector = Collector(run, str(tmp_path / "out"), policy="sac")
+    trainer = Trainer(resolve_run_config(run), run, progress=False)
+    floats = {name: v for name, v in trainer.variables.items()
+              if name.startswith(("world_model/", "sac/")) and v.dtype.is_floating}
+    done = threading.Event()
+
+    def learner():
+        for version in range(1, 31):
+            for variable in floats.values():
+                variable.assign(np.full(variable.shape, version, variable.dtype.as_numpy_dtype))
+            trainer.counters.step.assign(100 + version)
+            trainer.checkpointer.save(100 + version)
+        done.set()
+
+    thread = threading.Thread(target=learner)
+    thread.start()
+    seen = set()
+    try:
+        while not done.is_set() or collector.step != 130:
+            collector.reload()
+            values = {float(v.flat[0]) for name, v in acting_values(collector).items() if v.dtype.kind == "f"}
+            if collector.step > 100:
+                assert values == {float(collector.step - 100)}, f"mixed versions {sorted(values)} at step {collector.step}"
+                seen.add(collector.step)
+        assert 130 in seen
+    finally:
+        done.set()
+        thread.join()
+        trainer.close()
+        collector.close()
+
+
+def test_collect_command_follows_a_run(run, tmp_path, capsys):
+    outdir = str(tmp_path / "out")
+    assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "2",
+                 "--reload-every", "0.5", "--quiet"]) == 0
+    assert len(list_episodes(outdir)) == 2 and "wrote 2 episodes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--reload-every", "0"], "--reload-every=0: must be > 0 seconds"),
+    (["--reload-every", "-3"], "--reload-every=-3: must be > 0 seconds"),
+    (["--episodes", "0"], "--episodes=0: must be >= 1"),
+])
+def test_collect_command_rejects_bad_numbers_before_writing(run, tmp_path, capsys, argv, message):
+    outdir = tmp_path / "out"
+    base = ["collect", "--policy", "sac", "--checkpoint", run, "--outdir", str(outdir), "--episodes", "1"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not outdir.exists()
+
+
+def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):
+    config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=20", "schedule.collect_every=5",
+                                            "schedule.checkpoint_every=1000", "schedule.test_episodes=0"])
+    logdir = tmp_path / "run"
+    shutil.copytree(OLD_RUN / "train_episodes", logdir / "train_episodes")  # as if written by collectors
+    trainer = Trainer(config, str(logdir), progress=False)
+    try:
+        assert os.path.exists(logdir / "checkpoints" / "ckpt-0.index")  # collectors can start at once
+        trainer.run()
+        # Only seed episodes were needed: the directory already held enough, so the trainer wrote none.
+        assert len(list_episodes(str(logdir / "train_episodes"))) == len(list_episodes(str(OLD_RUN / "train_episodes")))
+        steps = sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(logdir / "checkpoints")
+                       if name.endswith(".index"))
+        assert steps[-3:] == [10, 15, 20]  # every collect_every updates, for the collectors to reload
+        assert int(trainer.counters.train_episodes.numpy()) == len(list_episodes(str(OLD_RUN / "train_episodes")))
+    finally:
+        trainer.close()
+
+
+def test_reload_every_must_be_positive(run, tmp_path):
+    with pytest.raises(ConfigError, match="reload-every"):
+        Collector(run, str(tmp_path / "out"), reload_every=0)

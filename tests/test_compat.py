@@ -1,0 +1,56 @@
+"""Runs written by earlier versions still load: the checkpoint keys are a stable format.
+
+`tests/fixtures/run_0_1` is a smoke-config run (10 updates) written by planet_sac at commit
+a95ded7, before the agent/actor/learner split: the trainer still defined its own Agent and
+the config had no env.num_envs or schedule.collect.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.agent import load_agent
+from planet_sac.models.networks import variable_name
+from planet_sac.training.run_dir import resolve_run_config
+from planet_sac.training.trainer import Trainer
+from tests.conftest import ROOT
+
+OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"
+PREFIX = str(OLD_RUN / "checkpoints" / "ckpt-10")
+
+
+def stored(name: str) -> np.ndarray:
+    """A variable's value read straight from the checkpoint file, independently of the restore code."""
+    return tf.train.load_checkpoint(PREFIX).get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def test_an_old_run_loads_as_an_agent_and_acts():
+    config, agent, env, step = load_agent(str(OLD_RUN))
+    assert step == 10 and config.env.num_envs == 1 and config.schedule.collect  # new keys take their defaults
+    acting = {variable_name(v): v for v in agent.world_model.variables + agent.sac.variables
+              if variable_name(v).startswith(("world_model/", "sac/"))}  # not the optimizers' slots: acting needs none
+    assert "world_model/rssm/gru/gates_kernel" in acting and "sac/actor/out/kernel" in acting and len(acting) > 40
+    for name, variable in acting.items():
+        np.testing.assert_array_equal(variable.numpy(), stored(name))
+    obs, _ = env.reset()
+    action, _ = agent.policy.act({key: value[None] for key, value in obs.items()}, agent.policy.initial_state(1), "test")
+    assert action.shape == (1, 1) and np.all(np.isfinite(action.numpy()))
+    env.close()
+
+
+def test_an_old_run_resumes_exactly_where_it_stopped(tmp_path):
+    logdir = tmp_path / "run"
+    shutil.copytree(OLD_RUN, logdir)
+    config = resolve_run_config(str(logdir))
+    trainer = Trainer(config, str(logdir), progress=False)
+    try:
+        assert trainer.start_message.startswith("resumed") and int(trainer.counters.step.numpy()) == 10
+        for name in ("world_model/rssm/gru/gates_kernel", "optimizer/world_model/iterations", "learner/rng_state", "counters/test_phases"):
+            np.testing.assert_array_equal(trainer.variables[name].numpy(), stored(name))
+        trainer.run(train_steps=12)
+        assert int(trainer.counters.step.numpy()) == 12
+    finally:
+        trainer.close()

@@ -186,3 +186,32 @@ def test_unit_normal_nll_matches_the_gaussian_density():
     np.testing.assert_allclose(unit_normal_nll(tf.constant(x), tf.constant(mean), 2).numpy(), by_hand, rtol=1e-10)
     np.testing.assert_allclose(unit_normal_nll(tf.constant(x), tf.constant(mean), 0).numpy(),
                                0.5 * (x - mean) ** 2 + 0.5 * np.log(2 * np.pi), rtol=1e-10)
+
+
+def test_mixed_bfloat16_runs_the_state_encoder_decoder_and_reward_head_in_bfloat16():
+    """States: the MLPs compute in bfloat16 (numpy reference with bfloat16-rounded inputs), outputs and loss stay float32."""
+    config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=16, reward_units=8)
+    full = WorldModel(config, "state", (3,), 1, seed=2)
+    mixed = WorldModel(config, "state", (3,), 1, seed=2, precision="mixed_bfloat16")
+    assert all(v.dtype == tf.float32 for v in mixed.variables)
+    features = tf.random.normal([5, full.rssm.feature_size], seed=0)
+
+    def bf16(x):  # round to bfloat16 and back, as the casts in the graph do
+        return tf.cast(tf.cast(x, tf.bfloat16), tf.float32).numpy()
+
+    def reference(mlp, x):  # the MLP by hand in numpy: bfloat16-rounded weights and activations, relu
+        for layer in mlp.hidden:
+            x = bf16(np.maximum(bf16(x) @ bf16(layer.kernel.numpy()) + bf16(layer.bias.numpy()), 0.0))
+        return bf16(x) @ bf16(mlp.out.kernel.numpy()) + bf16(mlp.out.bias.numpy())
+
+    for part in ("reward", "decoder"):
+        got = getattr(mixed, part)(features)
+        assert got.dtype == tf.float32
+        np.testing.assert_allclose(got.numpy(), reference(getattr(mixed, part), features.numpy()), rtol=2e-2, atol=2e-2)
+        assert not np.array_equal(got.numpy(), getattr(full, part)(features).numpy())  # not float32 arithmetic
+    batch = {"state": tf.random.normal([2, 3, 3], seed=1), "action": tf.random.uniform([2, 3, 1], -1, 1, seed=2),
+             "reward": tf.random.normal([2, 3], seed=3)}
+    noise = full.sample_noise(tf.random.Generator.from_seed(1), 2, 3)
+    loss_mixed, loss_full = mixed.loss(batch, noise)[0], full.loss(batch, noise)[0]
+    assert loss_mixed.dtype == tf.float32
+    np.testing.assert_allclose(float(loss_mixed), float(loss_full), rtol=2e-2)

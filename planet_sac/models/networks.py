@@ -53,20 +53,25 @@ def _as(variable: tf.Variable, like: tf.Tensor) -> tf.Tensor:
 class MLP(tf.Module):
     """`layers` hidden Dense layers with an activation, then a linear output layer."""
 
-    def __init__(self, in_size: int, units: int, layers: int, out_size: int, activation: Activation = tf.nn.elu, seed: int = 0, name: str = "mlp"):
+    def __init__(self, in_size: int, units: int, layers: int, out_size: int, activation: Activation = tf.nn.elu, seed: int = 0,
+                 name: str = "mlp", compute_dtype: tf.DType | None = None):
         super().__init__(name=name)
+        self.compute_dtype = compute_dtype  # bfloat16: mixed precision; None: compute in the input's dtype
         with self.name_scope:
             sizes = [in_size] + [units] * layers
             self.hidden = [Dense(a, b, activation, seed, name=f"h{i}") for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
             self.out = Dense(sizes[-1], out_size, None, seed, name="out")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        """[..., in_size] -> [..., out_size]; leading dims are folded into one batch."""
+        """[..., in_size] -> [..., out_size] in x's dtype; leading dims are folded into one batch."""
         lead = tf.shape(x)[:-1]
+        dtype = x.dtype
         x = tf.reshape(x, [-1, x.shape[-1]])
+        if self.compute_dtype is not None:
+            x = tf.cast(x, self.compute_dtype)
         for layer in self.hidden:
             x = layer(x)
-        y = self.out(x)
+        y = tf.cast(self.out(x), dtype)
         return tf.reshape(y, tf.concat([lead, [y.shape[-1]]], 0))
 
 

@@ -27,8 +27,8 @@ class WorldModel(tf.Module):
 
     def __init__(self, config: ModelConfig, obs_key: str, obs_shape: tuple[int, ...], action_size: int,
                  seed: int = 0, precision: str = "float32", name: str = "world_model"):
-        """`precision="mixed_bfloat16"` runs the conv encoder and decoder in bfloat16 (weights, the RSSM,
-        its distributions and every loss term stay float32)."""
+        """`precision="mixed_bfloat16"` runs the encoder, decoder and reward head in bfloat16 (weights,
+        the RSSM, its distributions and every loss term stay float32)."""
         super().__init__(name=name)
         if obs_key == "image" and tuple(obs_shape) != (64, 64, 3):
             raise ConfigError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}; "
@@ -38,6 +38,7 @@ class WorldModel(tf.Module):
         self.obs_shape = tuple(obs_shape)
         self.action_size = action_size
         compute_dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}[precision]
+        mixed = tf.bfloat16 if precision == "mixed_bfloat16" else None  # MLPs: None computes in the input's dtype
         activation = {"relu": tf.nn.relu, "elu": tf.nn.elu}[config.activation]
         with self.name_scope:
             if obs_key == "image":
@@ -46,7 +47,7 @@ class WorldModel(tf.Module):
             else:
                 embed_size = config.mlp_units
                 self.encoder = MLP(obs_shape[0], config.mlp_units, config.mlp_layers, embed_size, activation, seed,
-                                   name="encoder")
+                                   name="encoder", compute_dtype=mixed)
             self.rssm = RSSM(action_size, embed_size, config.deter_size, config.stoch_size, config.hidden_size,
                              config.min_stddev, seed, activation, name="rssm")
             features = self.rssm.feature_size
@@ -54,8 +55,8 @@ class WorldModel(tf.Module):
                 self.decoder = ConvDecoder(features, config.cnn_depth, seed, compute_dtype, name="decoder")
             else:
                 self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], activation, seed,
-                                   name="decoder")
-            self.reward = MLP(features, config.reward_units, 2, 1, activation, seed, name="reward")
+                                   name="decoder", compute_dtype=mixed)
+            self.reward = MLP(features, config.reward_units, 2, 1, activation, seed, name="reward", compute_dtype=mixed)
 
     # ------------------------------------------------------------------ observations
 

@@ -224,15 +224,14 @@ def _collect_with_run(args: argparse.Namespace) -> int:
     prepare_logdir(args.outdir, "--outdir")
     collector = Collector(args.checkpoint, args.outdir, args.policy, seed=args.seed, overrides=settings,
                           reload_every=args.reload_every, wait_seconds=wait)
-    summaries: list[dict] = []
     try:
-        summaries = collector.run(args.episodes)
-    except KeyboardInterrupt:
+        collector.run(args.episodes)
+    except KeyboardInterrupt:  # the way `--episodes forever` ends; every finished episode is already on disk
         if args.episodes is not None:
             raise
     finally:
         collector.close()
-    _print_collected(args.outdir, summaries)
+    _print_collected(args.outdir, collector.collected)
     return 0
 
 

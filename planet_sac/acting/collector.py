@@ -67,6 +67,7 @@ class Collector:
             self.envs.close()
             raise
         self.actor = Actor(self.envs, self.agent.policy, TRAIN, outdir)
+        self.collected: list[dict] = []  # every episode written so far, also when `run` is interrupted
         self._checked = time.monotonic()
 
     def _wait_for_run(self, checkpoint: str, wait_seconds: float) -> Config:
@@ -113,6 +114,7 @@ class Collector:
             for summary in self.actor.run(count, progress=False):
                 summary["checkpoint_step"] = self.step
                 summaries.append(summary)
+                self.collected.append(summary)
                 log.info("episode %d: return %.1f, length %d (checkpoint step %d)", len(summaries), summary["return"],
                          summary["length"], self.step)
         return summaries

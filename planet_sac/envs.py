@@ -20,6 +20,7 @@ This module and ``planet_sac/__init__.py`` must therefore never import TensorFlo
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import pickle
@@ -39,6 +40,8 @@ from PIL import Image
 from planet_sac.config import ConfigError
 from planet_sac.errors import MissingPackageError, SetupError
 
+log = logging.getLogger("planet_sac")
+
 OBS_KEYS = ("image", "state")
 DMC_DEFAULT_STEPS = 1000
 """Episode length of the dm_control suite tasks in control steps (before action repeat)."""
@@ -56,6 +59,7 @@ def make_env(
     time_limit: int | None = None,
     seed: int | None = None,
     image_size: int = 64,
+    _spawn: bool = True,
 ) -> gymnasium.Env:
     """Create an environment for ``task`` with dict observations and actions in [-1, 1].
 
@@ -91,7 +95,7 @@ def make_env(
     else:
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
-    env = EnvProcess(kind, *args) if uses_mujoco else kind(*args)
+    env = EnvProcess(kind, *args) if uses_mujoco and _spawn else kind(*args)
     if time_limit is None and env.default_steps is not None:
         time_limit = math.ceil(env.default_steps / action_repeat)
     wrapped = TimeLimit(NormalizeActions(env), time_limit)
@@ -319,6 +323,14 @@ def _opengl_hint(error: Exception) -> str:
     )
 
 
+class EnvCrashed(RuntimeError):
+    """The child process of an environment died (killed, segfault) while serving a call."""
+
+    def __init__(self, exit_code: int | None, method: str):
+        super().__init__(f"environment process died (exit code {exit_code}) during {method}")
+        self.exit_code = exit_code
+
+
 class EnvProcess(gymnasium.Env):
     """A ``SimEnv`` built and run in a fresh child Python process; calls are forwarded to it.
 
@@ -349,15 +361,29 @@ class EnvProcess(gymnasium.Env):
             setattr(self, name, value)
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        self.send(method, *args, **kwargs)
+        return self.receive(method)
+
+    def send(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Asks the child to run `method` without waiting for the answer (see `receive`)."""
         try:
             self._conn.send((method, args, kwargs))
+        except (EOFError, OSError):
+            raise EnvCrashed(self._process.wait(), method) from None
+
+    def receive(self, method: str) -> Any:
+        """The answer to the last `send`; re-raises the child's exception; `EnvCrashed` if the child died."""
+        try:
             ok, result = self._conn.recv()
         except (EOFError, OSError):
-            code = self._process.wait()
-            raise RuntimeError(f"environment process died (exit code {code}) during {method}") from None
+            raise EnvCrashed(self._process.wait(), method) from None
         if not ok:
             raise result
         return result
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         return self._call("reset", seed=seed, options=options)
@@ -370,7 +396,10 @@ class EnvProcess(gymnasium.Env):
 
     def close(self) -> None:
         if self._process.poll() is None and not self._conn.closed:
-            self._call("close")
+            try:
+                self._call("close")
+            except EnvCrashed:
+                pass
         _stop_process(self._process, self._conn)
 
 
@@ -392,7 +421,7 @@ def serve_env(fd: int) -> None:
             if method == "create":
                 kind, *init_args = args
                 env = kind(*init_args)
-                result: Any = {name: getattr(env, name) for name in EnvProcess.MIRRORED}
+                result: Any = {name: getattr(env, name, None) for name in EnvProcess.MIRRORED}
             else:
                 result = getattr(env, method)(*args, **kwargs)
             conn.send((True, result))
@@ -529,9 +558,91 @@ class LocalEnvs:
         self.env.close()
 
 
+class ParallelEnvs:
+    """N environments, each built by `make_env` inside its own child process, stepped at the same time.
+
+    Environment i is seeded with `seed + i`. `step` sends every action before it reads any
+    result, so the children simulate and render concurrently. A child that dies is replaced
+    by a fresh one (seed `seed + i + 1000 * restarts`): its result says `crashed`, and the
+    caller resets it before stepping it again; the other environments are not disturbed.
+    """
+
+    def __init__(self, task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
+                 num_envs: int):
+        self.num_envs = num_envs
+        self._args = (task, obs, action_repeat, time_limit, seed, image_size)
+        self.restarts = [0] * num_envs
+        self._envs: list[EnvProcess] = []
+        try:
+            for index in range(num_envs):
+                self._envs.append(self._start(index))
+        except BaseException:
+            self.close()
+            raise
+        self.observation_space = self._envs[0].observation_space
+        self.action_space = self._envs[0].action_space
+
+    def _start(self, index: int) -> EnvProcess:
+        task, obs, action_repeat, time_limit, seed, image_size = self._args
+        seed = seed + index + 1000 * self.restarts[index]
+        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size)
+
+    def _replace(self, index: int, error: EnvCrashed) -> None:
+        self.restarts[index] += 1
+        log.warning("environment %d %s; restarted it, its partial episode is dropped", index,
+                    str(error).replace("environment process ", ""))
+        self._envs[index].close()
+        self._envs[index] = self._start(index)
+
+    def pids(self) -> list[int]:
+        """Process ids of the environments' children (e.g. to watch or stop one)."""
+        return [env.pid for env in self._envs]
+
+    def reset(self, index: int) -> dict[str, np.ndarray]:
+        try:
+            return self._envs[index].reset()[0]
+        except EnvCrashed as error:
+            self._replace(index, error)
+            return self._envs[index].reset()[0]
+
+    def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
+        sent, results = [], {}
+        for index, action in actions.items():
+            try:
+                self._envs[index].send("step", np.asarray(action))
+                sent.append(index)
+            except EnvCrashed as error:
+                self._replace(index, error)
+                results[index] = StepResult(None, 0.0, False, False, crashed=True)
+        failure: Exception | None = None
+        for index in sent:  # every answer is read, so no child's pipe is left out of step
+            try:
+                obs, reward, terminated, truncated, _ = self._envs[index].receive("step")
+                results[index] = StepResult(obs, float(reward), bool(terminated), bool(truncated))
+            except EnvCrashed as error:
+                self._replace(index, error)
+                results[index] = StepResult(None, 0.0, False, False, crashed=True)
+            except Exception as error:  # raised by the environment itself: the caller's problem
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        return {index: results[index] for index in actions}
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+
+
+def _local_env(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int) -> gymnasium.Env:
+    """`make_env` inside an environment's child process (which never loads TensorFlow, so MuJoCo can stay here)."""
+    return make_env(task, obs, action_repeat, time_limit, seed, image_size, _spawn=False)
+
+
 def make_envs(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
               num_envs: int = 1) -> EnvBatch:
-    """`num_envs` environments as one batch (see `make_env` for the arguments)."""
+    """`num_envs` environments as one batch: in this process for 1, else `ParallelEnvs` (see `make_env`)."""
     if num_envs < 1:
-        raise ConfigError(f"env.num_envs must be >= 1, got {num_envs}")
-    return LocalEnvs(make_env(task, obs, action_repeat, time_limit, seed, image_size))
+        raise ConfigError(f"env.num_envs={num_envs}: must be >= 1")
+    if num_envs == 1:
+        return LocalEnvs(make_env(task, obs, action_repeat, time_limit, seed, image_size))
+    return ParallelEnvs(task, obs, action_repeat, time_limit, seed, image_size, num_envs)

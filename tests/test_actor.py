@@ -162,3 +162,29 @@ def test_a_crashed_environment_loses_only_its_partial_episode(tmp_path, caplog):
     np.testing.assert_array_equal(crashed["state"][:, 2], 1)  # only the episode after the crash was saved
     np.testing.assert_allclose(crashed["action"][1:, 0], [0.0, 0.1, 0.2, 0.3])  # its recurrent state restarted
     assert len(os.listdir(tmp_path)) == 3
+
+
+def test_actor_with_parallel_processes_survives_a_killed_environment(tmp_path, caplog):
+    import signal
+
+    from planet_sac.envs import make_envs
+
+    envs = make_envs("gym:Pendulum-v1", "state", 1, 6, 0, 64, num_envs=2)
+
+    class KillOnce(RandomPolicy):
+        calls = 0
+
+        def act(self, obs, state, phase):
+            KillOnce.calls += 1
+            if KillOnce.calls == 3:
+                os.kill(envs.pids()[1], signal.SIGKILL)
+            return super().act(obs, state, phase)
+
+    actor = Actor(envs, KillOnce(1, seed=0), "train", str(tmp_path))
+    try:
+        with caplog.at_level(logging.WARNING, logger="planet_sac"):
+            summaries = actor.run(2)
+    finally:
+        actor.close()
+    assert actor.crashes == 1 and sorted(s["env"] for s in summaries) == [0, 1]
+    assert all(s["length"] == 6 for s in summaries) and len(os.listdir(tmp_path)) == 2  # whole episodes only

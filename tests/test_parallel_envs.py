@@ -1,0 +1,142 @@
+"""Environments in parallel processes: the same episodes as one environment each, per-environment resets, crashes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from planet_sac.config import ConfigError
+from planet_sac.envs import LocalEnvs, ParallelEnvs, make_env, make_envs
+
+TASK = dict(task="gym:Pendulum-v1", obs="state", action_repeat=2, image_size=64)
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_each_process_plays_what_its_own_environment_would(count):
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, (6, count, 1)).astype(np.float32)
+    envs = make_envs(time_limit=4, seed=10, num_envs=count, **TASK)
+    try:
+        assert isinstance(envs, ParallelEnvs) and envs.num_envs == count
+        assert envs.action_space.shape == (1,) and envs.observation_space["state"].shape == (3,)
+        first = [envs.reset(i)["state"] for i in range(count)]
+        got = [[] for _ in range(count)]
+        for t in range(4):
+            results = envs.step({i: actions[t, i] for i in range(count)})
+            for i in range(count):
+                got[i].append((results[i].obs["state"], results[i].reward, results[i].truncated))
+    finally:
+        envs.close()
+    for i in range(count):  # expected: a plain environment with seed 10 + i, stepped by hand with env i's actions
+        env = make_env(time_limit=4, seed=10 + i, **TASK)
+        np.testing.assert_array_equal(first[i], env.reset()[0]["state"])
+        for t in range(4):
+            obs, reward, _, truncated, _ = env.step(actions[t, i])
+            np.testing.assert_array_equal(got[i][t][0], obs["state"])
+            assert got[i][t][1] == pytest.approx(float(reward)) and got[i][t][2] == truncated
+        env.close()
+    assert not np.array_equal(first[0], first[1])  # different seeds, different episodes
+
+
+def test_only_the_given_environments_step_and_one_resets_alone():
+    envs = make_envs(time_limit=10, seed=3, num_envs=2, **TASK)
+    reference = [make_env(time_limit=10, seed=3 + i, **TASK) for i in range(2)]
+    try:
+        envs.reset(0), envs.reset(1), reference[0].reset(), reference[1].reset()
+        action = np.array([0.5], np.float32)
+        results = envs.step({1: action})  # env 0 does not move
+        assert list(results) == [1]
+        expected = reference[1].step(action)[0]["state"]
+        np.testing.assert_array_equal(results[1].obs["state"], expected)
+        after_reset = envs.reset(1)  # env 1 starts over: its second episode, as its own environment's
+        np.testing.assert_array_equal(after_reset["state"], reference[1].reset()[0]["state"])
+        both = envs.step({0: action, 1: action})
+        np.testing.assert_array_equal(both[0].obs["state"], reference[0].step(action)[0]["state"])
+        np.testing.assert_array_equal(both[1].obs["state"], reference[1].step(action)[0]["state"])
+    finally:
+        envs.close()
+        for env in reference:
+            env.close()
+
+
+def test_a_killed_process_is_restarted_and_reported_as_crashed(caplog):
+    envs = make_envs(time_limit=50, seed=0, num_envs=3, **TASK)
+    try:
+        for i in range(3):
+            envs.reset(i)
+        action = np.zeros(1, np.float32)
+        before = envs.step({i: action for i in range(3)})
+        victim = envs.pids()[1]
+        os.kill(victim, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="planet_sac"):
+            results = envs.step({i: action for i in range(3)})
+        assert results[1].crashed and results[1].obs is None
+        assert not results[0].crashed and not results[2].crashed
+        assert not np.array_equal(results[0].obs["state"], before[0].obs["state"])  # the others went on
+        assert envs.restarts == [0, 1, 0] and envs.pids()[1] != victim
+        assert any("environment 1" in r.getMessage() and "restarted" in r.getMessage() for r in caplog.records)
+        assert envs.reset(1)["state"].shape == (3,)
+        assert not envs.step({1: action})[1].crashed
+    finally:
+        envs.close()
+
+
+def test_one_environment_stays_in_this_process():
+    envs = make_envs(time_limit=5, seed=0, num_envs=1, **TASK)
+    assert isinstance(envs, LocalEnvs)
+    envs.close()
+
+
+def test_num_envs_must_be_positive():
+    with pytest.raises(ConfigError, match=r"env.num_envs=0: must be >= 1"):
+        make_envs(time_limit=5, seed=0, num_envs=0, **TASK)
+
+
+def test_a_process_killed_between_episodes_is_restarted_by_reset(caplog):
+    envs = make_envs(time_limit=5, seed=0, num_envs=2, **TASK)
+    try:
+        envs.reset(0), envs.reset(1)
+        victim = envs.pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="planet_sac"):
+            obs = envs.reset(0)
+        fresh = make_env(time_limit=5, seed=0 + 1000, **TASK)  # the replacement's seed: seed + index + 1000 * restarts
+        np.testing.assert_array_equal(obs["state"], fresh.reset()[0]["state"])
+        fresh.close()
+        assert envs.restarts == [1, 0] and envs.pids()[0] != victim
+        assert not envs.step({0: np.zeros(1, np.float32)})[0].crashed
+    finally:
+        envs.close()
+
+
+def test_training_with_two_environment_processes(tmp_path):
+    """env.num_envs=2: N episodes every N * collect_every updates, each its own file, counted once."""
+    import json
+
+    from planet_sac.cli import main
+    from planet_sac.episodes.storage import list_episodes
+    from tests.conftest import CONFIGS
+
+    logdir = tmp_path / "run"
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
+                 "--set", "env.num_envs=2", "--set", "schedule.train_steps=20", "--set", "schedule.collect_every=10"]) == 0
+    files = list_episodes(str(logdir / "train_episodes"))
+    assert len(files) == 2 + 2  # 2 seed episodes (one per process), then 2 at update 20 (not 1 at 10 and 1 at 20)
+    rows = [json.loads(line) for line in open(logdir / "metrics.jsonl")]
+    collected = [row for row in rows if "train/return" in row]
+    assert [row["step"] for row in collected] == [20] and collected[0]["episodes"] == 4
+    assert collected[0]["env_steps"] == 4 * 50 * 2  # 4 episodes x 50 agent steps x action repeat 2
+
+
+def test_num_envs_zero_is_refused_by_the_command_line_before_anything_is_written(tmp_path, capsys):
+    from planet_sac.cli import main
+    from tests.conftest import CONFIGS
+
+    logdir = tmp_path / "run"
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--set", "env.num_envs=0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "env.num_envs=0" in err[0] and not logdir.exists()

@@ -13,7 +13,8 @@ the learner parts run on a copy in a temporary directory). Parts:
   for `--steps` steps per environment after one warm-up episode round.
 - `learner`: updates per second of the run's config with `schedule.collect=false` and nothing
   else running (`alone`); the same with a `planet-sac collect --policy sac --reload-every 60
-  --episodes forever` process writing into its train_episodes/ (`with_collector_process`);
+  --episodes forever` process writing into its train_episodes/ (`with_collector_process`;
+  with `--paced` the collector runs with `--per-checkpoint`, one episode per learner checkpoint);
   and the rate a single process gets when it also collects one episode per
   `schedule.collect_every` updates itself (`in_process_collection`, from the measured update
   and episode times). `alone` and `with_collector_process` alternate twice, so drift in the
@@ -106,6 +107,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="agent steps per environment (episode length)")
     parser.add_argument("--updates", type=int, default=30)
     parser.add_argument("--parts", nargs="+", default=["envs", "learner"], choices=["envs", "learner"])
+    parser.add_argument("--paced", action="store_true",
+                        help="the collector plays one episode per learner checkpoint (--per-checkpoint), not continuously")
     parser.add_argument("--json")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -124,7 +127,7 @@ def main() -> None:
             print(f"learner alone: {alone[-1]:.3f} updates/s", flush=True)
             collector = subprocess.Popen([sys.executable, "-m", "planet_sac", "collect", "--policy", "sac", "--checkpoint", logdir,
                                           "--outdir", os.path.join(logdir, "train_episodes"), "--episodes", "forever",
-                                          "--reload-every", "60", "--quiet"],
+                                          "--reload-every", "5", *(["--per-checkpoint"] if args.paced else []), "--quiet"],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(20)  # the collector's start-up (TensorFlow, environment, tracing) is not what we measure
             try:
@@ -137,7 +140,7 @@ def main() -> None:
         seconds = episode_seconds(args.run, "sac")
         update = 1.0 / float(np.mean(alone))
         results["learner"] = {
-            "alone": alone, "with_collector_process": beside,
+            "alone": alone, "with_collector_process": beside, "paced_collector": args.paced,
             "ratio_with_collector_process": float(np.mean(beside) / np.mean(alone)),
             "sac_episode_seconds": seconds, "collect_every": schedule.collect_every,
             "in_process_collection": 1.0 / (update + seconds / schedule.collect_every),

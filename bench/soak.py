@@ -1,7 +1,8 @@
 """Soak test: train the smoke config for a long time and watch memory, file descriptors and threads.
 
 Usage:
-    .venv/bin/python bench/soak.py --minutes 30 --logdir /tmp/soak [--csv bench/results/soak.csv]
+    .venv/bin/python bench/soak.py --minutes 30 --logdir /tmp/soak [--csv bench/results/soak.csv] [--png soak.png]
+    .venv/bin/python bench/soak.py --plot bench/results/soak.csv --png bench/results/soak.png   (redraw only)
 
 Starts `planet-sac train` on the smoke config (with `data.max_episodes` capping the replay
 cache) in a subprocess and samples its resident memory, open file descriptors and thread
@@ -34,14 +35,45 @@ def sample(process: psutil.Process) -> dict:
         return {"rss_mb": process.memory_info().rss / 2**20, "fds": process.num_fds(), "threads": process.num_threads()}
 
 
+def draw(rows: list[dict], path: str) -> None:
+    """Resident memory against minutes, with a straight-line fit after the first quarter (its slope in the title)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    minutes = np.array([row["minute"] for row in rows])
+    rss = np.array([row["rss_mb"] for row in rows])
+    late = minutes >= minutes[-1] / 4
+    slope, intercept = np.polyfit(minutes[late], rss[late], 1)
+    fig, axis = plt.subplots(figsize=(6, 3.2))
+    axis.plot(minutes, rss, linewidth=1, label="resident memory")
+    axis.plot(minutes[late], slope * minutes[late] + intercept, "--", linewidth=1, label=f"fit: {slope:+.2f} MB/min")
+    axis.set_xlabel("minutes")
+    axis.set_ylabel("MB")
+    axis.set_title(f"soak: {rss[0]:.0f} -> {rss[-1]:.0f} MB over {minutes[-1]:.0f} min")
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--warmup-minutes", type=float, default=5)
     parser.add_argument("--interval", type=float, default=60)
-    parser.add_argument("--logdir", required=True)
+    parser.add_argument("--logdir", help="the training run's logdir (required unless --plot)")
     parser.add_argument("--csv", help="write the samples here")
+    parser.add_argument("--png", help="draw resident memory against minutes here")
+    parser.add_argument("--plot", metavar="CSV", help="only redraw --png from the samples of an earlier run")
     args = parser.parse_args()
+    if args.plot:
+        with open(args.plot) as file:
+            draw([{key: float(value) for key, value in row.items()} for row in csv.DictReader(file)], args.png or "soak.png")
+        return
+    if not args.logdir:
+        parser.error("--logdir is required")
 
     command = [sys.executable, "-m", "planet_sac", "train", "--config", str(ROOT / "configs" / "smoke.yaml"),
                "--logdir", args.logdir, "--train-steps", "100000000", "--quiet"]
@@ -68,6 +100,8 @@ def main() -> None:
             writer = csv.DictWriter(file, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+    if args.png:
+        draw(rows, args.png)
     after = [row for row in rows if row["minute"] >= args.warmup_minutes]
     if len(after) < 2:
         raise SystemExit("not enough samples after the warm-up; run longer")

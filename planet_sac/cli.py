@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("--reload-every", type=float, metavar="SECONDS",
                       help="with --checkpoint LOGDIR: load the run's newest checkpoint when one appears, checked this often "
                            "(between rounds of episodes); waits for the run's first checkpoint")
+    coll.add_argument("--per-checkpoint", action="store_true",
+                      help="with --reload-every: one round of episodes per new checkpoint of the run, then wait "
+                           "(keeps PlaNet's updates per environment step; leaves the cores to the learner)")
     coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="override a config key of the checkpoint's run (without --checkpoint: env.image_size)")
 
@@ -223,7 +226,7 @@ def _collect_with_run(args: argparse.Namespace) -> int:
         settings.append(f"env.time_limit={args.time_limit}")
     prepare_logdir(args.outdir, "--outdir")
     collector = Collector(args.checkpoint, args.outdir, args.policy, seed=args.seed, overrides=settings,
-                          reload_every=args.reload_every, wait_seconds=wait)
+                          reload_every=args.reload_every, wait_seconds=wait, per_checkpoint=args.per_checkpoint)
     try:
         collector.run(args.episodes)
     except KeyboardInterrupt:  # the way `--episodes forever` ends; every finished episode is already on disk

@@ -344,10 +344,10 @@ class EnvProcess(gymnasium.Env):
     MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size",
                 "default_steps", "render_mode")
 
-    def __init__(self, kind: type[SimEnv], *args: Any) -> None:
+    def __init__(self, kind: type[SimEnv], *args: Any, environment: Mapping[str, str] | None = None) -> None:
         ours, theirs = socket.socketpair()
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        child_env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+        child_env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"), **(environment or {}))
         python_path = [package_root, child_env.get("PYTHONPATH", "")]
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, python_path))
         code = "import sys; from planet_sac.envs import serve_env; serve_env(int(sys.argv[1]))"
@@ -562,7 +562,8 @@ class ParallelEnvs:
     """N environments, each built by `make_env` inside its own child process, stepped at the same time.
 
     Environment i is seeded with `seed + i`. `step` sends every action before it reads any
-    result, so the children simulate and render concurrently. A child that dies is replaced
+    result, so the children simulate and render concurrently, each renderer with its share of
+    the cores (`LP_NUM_THREADS`). A child that dies is replaced
     by a fresh one (seed `seed + i + 1000 * restarts`): its result says `crashed`, and the
     caller resets it before stepping it again; the other environments are not disturbed.
     """
@@ -572,6 +573,10 @@ class ParallelEnvs:
         self.num_envs = num_envs
         self._args = (task, obs, action_repeat, time_limit, seed, image_size)
         self.restarts = [0] * num_envs
+        # Mesa's software renderer starts one thread per core in every process: N renderers would fight over
+        # the cores. Each child gets its share instead (unless LP_NUM_THREADS is set), measured in the README.
+        shared = os.environ.get("LP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // num_envs))
+        self._threads = {"LP_NUM_THREADS": shared}
         self._envs: list[EnvProcess] = []
         try:
             for index in range(num_envs):
@@ -585,7 +590,7 @@ class ParallelEnvs:
     def _start(self, index: int) -> EnvProcess:
         task, obs, action_repeat, time_limit, seed, image_size = self._args
         seed = seed + index + 1000 * self.restarts[index]
-        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size)
+        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size, environment=self._threads)
 
     def _replace(self, index: int, error: EnvCrashed) -> None:
         self.restarts[index] += 1

@@ -174,3 +174,29 @@ def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_p
 def test_reload_every_must_be_positive(run, tmp_path):
     with pytest.raises(ConfigError, match="reload-every"):
         Collector(run, str(tmp_path / "out"), reload_every=0)
+
+
+def test_per_checkpoint_plays_one_round_per_new_checkpoint(run, tmp_path):
+    collector = Collector(run, str(tmp_path / "out"), policy="sac", reload_every=0.05, per_checkpoint=True)
+    saved = threading.Event()
+
+    def learner():  # a new checkpoint only after the first round has been written
+        while not list_episodes(str(tmp_path / "out")):
+            threading.Event().wait(0.05)
+        save_version(run, 0.5, step=40)
+        saved.set()
+
+    thread = threading.Thread(target=learner)
+    thread.start()
+    try:
+        first, second = collector.run(2)
+    finally:
+        thread.join()
+        collector.close()
+    assert saved.is_set()
+    assert (first["checkpoint_step"], second["checkpoint_step"]) == (10, 40)  # the second round waited for step 40
+
+
+def test_per_checkpoint_needs_reload_every(run, tmp_path):
+    with pytest.raises(ConfigError, match="--per-checkpoint needs --reload-every"):
+        Collector(run, str(tmp_path / "out"), per_checkpoint=True)

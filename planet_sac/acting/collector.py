@@ -5,7 +5,10 @@ environments (`env.num_envs` of them), writing every finished episode to an epis
 directory, which may be the training run's own `train_episodes/` on a shared filesystem
 (any `tf.io.gfile` path). With `reload_every`, it reloads the run's newest checkpoint when
 one has appeared, checked after each round of episodes, so a learner started with
-`schedule.collect=false` and N collectors together form PlaNet's collect/train loop.
+`schedule.collect=false` and N collectors together form PlaNet's collect/train loop. With
+`per_checkpoint`, it plays one round of episodes per new checkpoint and waits in between:
+the learner checkpoints every `schedule.collect_every` updates, so the ratio of updates to
+environment steps is PlaNet's and an idle collector leaves the cores to the learner.
 
 A checkpoint that cannot be read completely (being deleted by the trainer's rotation,
 damaged, or an incomplete copy) is never half-applied: all its tensors are read before
@@ -46,11 +49,15 @@ class Collector:
     """A trained run's policy (train phase, with exploration) collecting into `outdir`, reloading the run's checkpoints."""
 
     def __init__(self, checkpoint: str, outdir: str, policy: str = "cem", seed: int = 0,
-                 overrides: Sequence[str] = (), reload_every: float | None = None, wait_seconds: float = 0.0):
+                 overrides: Sequence[str] = (), reload_every: float | None = None, wait_seconds: float = 0.0,
+                 per_checkpoint: bool = False):
         if reload_every is not None and not reload_every > 0:
             raise ConfigError(f"--reload-every={reload_every}: must be > 0 seconds")
+        if per_checkpoint and reload_every is None:
+            raise ConfigError("--per-checkpoint needs --reload-every SECONDS (how often to look for the next checkpoint)")
         self.checkpoint = checkpoint
         self.reload_every = reload_every
+        self.per_checkpoint = per_checkpoint
         self.config = apply_overrides(self._wait_for_run(checkpoint, wait_seconds), list(overrides))
         env = self.config.env
         self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size, env.num_envs)
@@ -107,7 +114,12 @@ class Collector:
         """Collects `episodes` episodes (None: until interrupted), reloading between rounds of `env.num_envs` episodes."""
         summaries: list[dict] = []
         while episodes is None or len(summaries) < episodes:
-            if self.reload_every is not None and time.monotonic() - self._checked >= self.reload_every:
+            if summaries and self.per_checkpoint:  # one round per learner checkpoint: PlaNet's updates per env step
+                acted_with = self.prefix
+                while self.reload() and self.prefix == acted_with:
+                    time.sleep(self.reload_every)
+                self._checked = time.monotonic()
+            elif self.reload_every is not None and time.monotonic() - self._checked >= self.reload_every:
                 self.reload()
                 self._checked = time.monotonic()
             count = self.envs.num_envs if episodes is None else min(self.envs.num_envs, episodes - len(summaries))

@@ -114,6 +114,7 @@ class OptimConfig:
     jit_compile: bool = False  # compile the update with XLA (slower on CPU, see README)
     precision: Literal["float32", "mixed_bfloat16"] = "float32"  # mixed_bfloat16: encoder, decoder, reward head in bfloat16
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
+    strategy: Literal["default", "mirrored", "multi_worker"] = "default"  # data parallelism: none, over local GPUs, or over the TF_CONFIG cluster
 
     def validate(self) -> None:
         _positive("optim.learning_rate", self.learning_rate)
@@ -122,6 +123,9 @@ class OptimConfig:
         _positive("optim.grad_clip", self.grad_clip)
         _positive("optim.accumulate", self.accumulate)
         _positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
+        if self.jit_compile and self.strategy != "default":
+            raise ConfigError(f"optim.jit_compile=true works with optim.strategy=default only, not {self.strategy}; "
+                              "set optim.jit_compile=false")
 
 
 @dataclasses.dataclass

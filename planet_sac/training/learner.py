@@ -26,6 +26,7 @@ from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
 from planet_sac.models.world_model import WorldModel
 from planet_sac.optim import Adam
+from planet_sac.training import distribute
 
 Batch = Mapping[str, tf.Tensor]
 
@@ -36,20 +37,31 @@ class Learner(tf.Module):
     The world-model part owns the model's optimizer and finite check and hands the posterior
     features (gradients stopped) to the actor-critic part, whose optimizers and finite check
     live in `SAC`. The two parts share nothing else.
+
+    `strategy` is the `tf.distribute.Strategy` the world model and SAC head were built under
+    (default: the current one); `update` takes this worker's share of the global batch.
     """
 
-    def __init__(self, config: Config, world_model: WorldModel, sac: SAC, seed: int = 0):
+    def __init__(self, config: Config, world_model: WorldModel, sac: SAC, seed: int = 0,
+                 strategy: tf.distribute.Strategy | None = None):
         super().__init__(name="learner")
         self.config = config
         self.world_model = world_model
         self.sac = sac
+        self.strategy = strategy or tf.distribute.get_strategy()
+        outside = [variable.name for variable in (*world_model.variables, *sac.variables)
+                   if not self.strategy.extended.variable_created_in_scope(variable)]
+        if outside:
+            raise ValueError(f"{outside[0]} was not created under the learner's strategy: build the world model and "
+                             "SAC head inside `with strategy.scope():`")
         optim = config.optim
-        self.optimizer = Adam(world_model.trainable_variables, optim.learning_rate, optim.adam_epsilon,
-                              optim.grad_clip, warmup=optim.warmup_updates, name="world_model")
-        with tf.name_scope("learner/"):
-            self.rng = tf.random.Generator.from_seed(seed)
-            self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates")
-            self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
+        with self.strategy.scope():
+            self.optimizer = Adam(world_model.trainable_variables, optim.learning_rate, optim.adam_epsilon,
+                                  optim.grad_clip, warmup=optim.warmup_updates, name="world_model")
+            with tf.name_scope("learner/"):
+                self.rng = tf.random.Generator.from_seed(seed)
+                self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates")
+                self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
         self.update = tf.function(self._update, jit_compile=optim.jit_compile, autograph=False)
         self.evaluate = tf.function(self._evaluate, autograph=False)
 
@@ -61,25 +73,66 @@ class Learner(tf.Module):
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One world-model update, then the actor-critic's updates on the posterior features it produced."""
-        metrics, features, finite = self._world_model_update(batch)
+        metrics, chunks, finite = self._world_model_update(batch)
         if self.config.sac.updates_per_step > 0:
-            metrics.update(self._actor_critic_update(features, batch, finite))
+            metrics.update(self._actor_critic_update(chunks, finite))
         return metrics
 
-    def _world_model_update(self, batch: Batch) -> tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
-        """Accumulated gradients of the world-model loss, applied once if finite.
+    def _world_model_update(self, batch: Batch) -> tuple[Dict[str, tf.Tensor], Batch, tf.Tensor]:
+        """Data-parallel gradients of the world-model loss, all-reduced, applied once if finite.
 
-        Returns (metrics, posterior features [B, T, F] with gradients stopped, whether the update was applied).
+        The noise is drawn once for the global batch (every worker draws the same), and replica r
+        of R takes rows [r * B / R, (r + 1) * B / R) of the global batch and of its noise, so the
+        update does not depend on how many replicas share it (up to float reassociation).
+
+        Returns (metrics, the global batch's posterior features [B, T, F] (gradients stopped)
+        with its action, reward and discount, whether the update was applied).
+        """
+        strategy = self.strategy
+        local = distribute.local_replicas(strategy)
+        size, length = batch["action"].shape[0], batch["action"].shape[1]
+        k = self.config.optim.accumulate
+        if size % (local * k):
+            parts = f"optim.accumulate={k}" if local == 1 else f"{local} replicas x optim.accumulate={k}"
+            raise ConfigError(f"batch size {size} is not divisible by {parts}; "
+                              f"set data.batch_size to a multiple of {strategy.num_replicas_in_sync * k}")
+        shard = size // local
+        noise = self.world_model.sample_noise(self.rng, size * distribute.num_workers(strategy), length)
+
+        def rows(value: tf.Tensor, index: int, axis: int = 0) -> tf.Tensor:
+            return value[(slice(None),) * axis + (slice(index * shard, (index + 1) * shard),)]
+
+        def replica_inputs(context: tf.distribute.experimental.ValueContext) -> tuple[Batch, Batch]:
+            replica = context.replica_id_in_sync_group  # global id: workers own consecutive replicas
+            return ({key: rows(value, replica % local) for key, value in batch.items()},
+                    {key: rows(value, replica, axis=1 if key == "overshooting" else 0) for key, value in noise.items()})
+
+        inputs = strategy.experimental_distribute_values_from_function(replica_inputs)
+        results = strategy.run(self._replica_gradients, args=inputs)
+        # Every replica returns the same all-reduced / all-gathered values: take this worker's first copy.
+        grads, metrics, chunks = tf.nest.map_structure(lambda value: strategy.experimental_local_results(value)[0], results)
+
+        finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]),
+                                tf.math.is_finite(tf.linalg.global_norm(grads)))
+        # Applied in cross-replica context: every assignment updates the variable on every replica alike.
+        grad_norm = tf.cond(finite, lambda: self.optimizer.apply(grads), lambda: tf.constant(float("nan")))
+        self.skipped_updates.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
+        self.consecutive_skips.assign(tf.where(finite, tf.constant(0, tf.int64), self.consecutive_skips + 1))
+        metrics = dict(metrics, **{"train/grad_norm": grad_norm, "train/skipped_updates": self.skipped_updates,
+                                   "train/learning_rate": self.optimizer.current_learning_rate(),
+                                   "train/update_finite": tf.cast(finite, tf.float32)})
+        return metrics, chunks, finite
+
+    def _replica_gradients(self, batch: Batch, noise: Batch) -> tuple[list[tf.Tensor], Dict[str, tf.Tensor], Batch]:
+        """One replica's share: accumulated gradients of its rows, then the mean over replicas.
+
+        Returns (mean gradients, mean metrics, posterior features of the global batch with its
+        action, reward and discount), identical on every replica.
         """
         wm = self.world_model
         k = self.config.optim.accumulate
-        size = batch["action"].shape[0]
-        length = batch["action"].shape[1]
-        if size % k:
-            raise ConfigError(f"batch size {size} is not divisible by optim.accumulate={k}; "
-                              "set data.batch_size to a multiple of optim.accumulate")
+        size, length = batch["action"].shape[0], batch["action"].shape[1]
         micro = size // k
-        noise = wm.sample_noise(self.rng, size, length)
         variables = wm.trainable_variables
 
         # [B, ...] -> [k, B/k, ...], so every micro-batch has a static shape inside the loop.
@@ -110,26 +163,28 @@ class Learner(tf.Module):
                                                         (tf.constant(1), grads, metrics, features))
         features = tf.reshape(features.stack(), [size, length, first.shape[-1]])  # back in batch order
 
-        finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]),
-                                tf.math.is_finite(tf.linalg.global_norm(grads)))
-        grad_norm = tf.cond(finite, lambda: self.optimizer.apply(grads), lambda: tf.constant(float("nan")))
-        self.skipped_updates.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
-        self.consecutive_skips.assign(tf.where(finite, tf.constant(0, tf.int64), self.consecutive_skips + 1))
-        metrics = dict(metrics, **{"train/grad_norm": grad_norm, "train/skipped_updates": self.skipped_updates,
-                                   "train/learning_rate": self.optimizer.current_learning_rate(),
-                                   "train/update_finite": tf.cast(finite, tf.float32)})
-        return metrics, features, finite
+        # Every loss term is a mean over equal shards, so the mean over replicas is the global batch's.
+        context = tf.distribute.get_replica_context()
+        grads, metrics = context.all_reduce(tf.distribute.ReduceOp.MEAN, (grads, metrics))
+        # Inputs made outside the replica have no device, which all_gather needs: copy them here, on the replica's.
+        chunks = {"features": features, **{key: tf.identity(batch[key]) for key in ("action", "reward", "discount")}}
+        rows = size * context.num_replicas_in_sync  # all_gather forgets static shapes; the SAC part needs them
+        chunks = {key: tf.reshape(value, [rows, *chunks[key].shape[1:]])
+                  for key, value in context.all_gather(chunks, axis=0).items()}
+        return grads, metrics, chunks
 
-    def _actor_critic_update(self, features: tf.Tensor, batch: Batch, world_model_finite: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """`sac.updates_per_step` SAC updates on the features, each with its own finite check (see SAC.update).
+    def _actor_critic_update(self, chunks: Batch, world_model_finite: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """`sac.updates_per_step` SAC updates on the posterior features, each with its own finite check (see SAC.update).
 
-        A batch that broke the world model (NaN/inf) must not reach the SAC head either: then all are skipped.
+        `chunks` holds the global batch's features, action, reward and discount on every worker, and
+        the updates run in cross-replica context with the learner's generator, so every replica and
+        worker makes the same SAC updates as one device would. A batch that broke the world model
+        (NaN/inf) must not reach the SAC head either: then all are skipped.
         """
         updates = self.config.sac.updates_per_step
-        whole = {key: tf.convert_to_tensor(value) for key, value in batch.items()}
         skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
         skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
-        return tf.cond(world_model_finite, lambda: self._sac_updates(features, whole), lambda: skipped)
+        return tf.cond(world_model_finite, lambda: self._sac_updates(chunks["features"], chunks), lambda: skipped)
 
     def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:
         """SAC updates on n-step transitions of the posterior over the chunk, mixed with imagined ones.

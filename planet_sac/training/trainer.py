@@ -33,6 +33,7 @@ from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import load_episode
+from planet_sac.training import distribute
 from planet_sac.training.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
@@ -84,6 +85,7 @@ class Trainer:
             if changed:
                 raise ConfigError(f"{self.logdir} was started with another config (changed: {', '.join(changed[:5])}); "
                                   "use a new logdir or pass force=True / --force")
+        self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None
         self.collects = not self.offline and config.schedule.collect
         self.progress = progress
@@ -96,8 +98,10 @@ class Trainer:
         self._can_render = True
         try:
             obs_shape, action_size = self._data_shapes()
-            self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
-            self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed)
+            with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
+                self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
+                self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
+                                       strategy=self.strategy)
             self.counters = Counters()
             self.variables = named_variables(
                 [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters],
@@ -132,15 +136,16 @@ class Trainer:
     def _train_envs(self) -> EnvBatch:
         if self.envs is None:
             env = self.config.env
-            self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, env.seed, env.image_size,
+            seed = distribute.worker_seed(env.seed, self.strategy)
+            self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size,
                                   env.num_envs)
         return self.envs
 
     def _test_env(self):
         if self.test_env is None:
             env = self.config.env
-            self.test_env = make_env(env.task, env.obs, env.action_repeat, env.time_limit, env.seed + TEST_SEED_OFFSET,
-                                     env.image_size)
+            seed = distribute.worker_seed(env.seed + TEST_SEED_OFFSET, self.strategy)
+            self.test_env = make_env(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size)
         return self.test_env
 
     def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
@@ -287,7 +292,8 @@ class Trainer:
         # Collectors in other processes reload the newest checkpoint: give them one as often as we would collect.
         checkpoint_every = schedule.checkpoint_every if self.collects else min(schedule.checkpoint_every, schedule.collect_every)
         self.collect_seed_episodes()
-        dataset, replay = make_dataset(self.train_dir, self.config.data.batch_size, self.config.data.chunk_length,
+        dataset, replay = make_dataset(self.train_dir, distribute.worker_batch_size(self.config, self.strategy),
+                                       self.config.data.chunk_length,
                                        every=self.config.data.every, max_episodes=self.config.data.max_episodes,
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,

@@ -13,6 +13,16 @@
   counts them per step); a skipped world-model update skips the step's SAC updates.
 - With `optim.accumulate` = k, the SAC head trains on the posterior features of all
   k micro-batches, so its updates equal those of one batch of B.
+- Under a `tf.distribute` strategy (`optim.strategy`, see `training/distribute.py`) the
+  world-model part is data-parallel: each of R replicas takes B/R rows of the global batch
+  and of its noise (drawn once, as above), accumulates its gradients in k micro-batches,
+  and the gradients and metrics are all-reduced (mean). The mean gradients are identical on
+  every replica, so the finite check agrees, and Adam is applied once in cross-replica
+  context, which writes the same values into every replica's copy of each variable. The
+  actor-critic part is cheap: the posterior features and the batch's action, reward and
+  discount are all-gathered, and the SAC updates run in cross-replica context on the
+  global batch with the learner's generator, identically on every worker. So R replicas
+  make the update of one device with the same global batch (up to float reassociation).
 """
 
 from __future__ import annotations
@@ -168,8 +178,8 @@ class Learner(tf.Module):
         grads, metrics = context.all_reduce(tf.distribute.ReduceOp.MEAN, (grads, metrics))
         # Inputs made outside the replica have no device, which all_gather needs: copy them here, on the replica's.
         chunks = {"features": features, **{key: tf.identity(batch[key]) for key in ("action", "reward", "discount")}}
-        rows = size * context.num_replicas_in_sync  # all_gather forgets static shapes; the SAC part needs them
-        chunks = {key: tf.reshape(value, [rows, *chunks[key].shape[1:]])
+        global_rows = size * context.num_replicas_in_sync  # all_gather forgets static shapes; the SAC part needs them
+        chunks = {key: tf.reshape(value, [global_rows, *chunks[key].shape[1:]])
                   for key, value in context.all_gather(chunks, axis=0).items()}
         return grads, metrics, chunks
 

@@ -122,6 +122,29 @@ def test_two_workers_hold_identical_weights_equal_to_one_device(tmp_path, smoke_
     assert [int(r["worker_seed"]) for r in (first, second)] == [7, 7 + distribute.WORKER_SEED_STRIDE]
 
 
+def test_two_train_commands_with_tf_config_train_as_one(tmp_path):
+    """The recipe of the README: the same `planet-sac train` on each worker, each with its own logdir."""
+    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
+    logdirs = [tmp_path / f"worker{index}" for index in range(2)]
+    processes = []
+    for index, logdir in enumerate(logdirs):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        environment = dict(os.environ, PYTHONPATH=str(ROOT), TF_CONFIG=tf_config)
+        processes.append(subprocess.Popen([sys.executable, "-m", "planet_sac", "train", "--config", SMOKE, "--logdir", str(logdir),
+                                           "--set", "optim.strategy=multi_worker", "--set", "schedule.test_episodes=0",
+                                           "--train-steps", "2", "--quiet"], cwd=ROOT, env=environment,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for process in processes:
+        finish(process)
+    first, second = (checkpoint_tensors(logdir) for logdir in logdirs)
+    assert int(first["counters/step"]) == 2 and first.keys() == second.keys()
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+    episodes = [sorted((logdir / "train_episodes").iterdir()) for logdir in logdirs]
+    assert len(episodes[0]) == len(episodes[1]) == 2  # seed episodes, collected with each worker's own seeds
+    assert not np.array_equal(np.load(episodes[0][0])["state"], np.load(episodes[1][0])["state"])
+
+
 def checkpoint_tensors(logdir) -> dict[str, np.ndarray]:
     import tensorflow as tf
 

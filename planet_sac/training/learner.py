@@ -106,8 +106,12 @@ class Learner(tf.Module):
             parts = f"optim.accumulate={k}" if local == 1 else f"{local} replicas x optim.accumulate={k}"
             raise ConfigError(f"batch size {size} is not divisible by {parts}; "
                               f"set data.batch_size to a multiple of {strategy.num_replicas_in_sync * k}")
+        workers = distribute.num_workers(strategy)
+        if workers > 1 and size * workers != self.config.data.batch_size:  # else the collectives fail obscurely
+            raise ConfigError(f"this worker's batch has {size} chunks, but data.batch_size={self.config.data.batch_size} "
+                              f"over {workers} workers is {self.config.data.batch_size // workers} per worker")
         shard = size // local
-        noise = self.world_model.sample_noise(self.rng, size * distribute.num_workers(strategy), length)
+        noise = self.world_model.sample_noise(self.rng, size * workers, length)
 
         def rows(value: tf.Tensor, index: int, axis: int = 0) -> tf.Tensor:
             return value[(slice(None),) * axis + (slice(index * shard, (index + 1) * shard),)]

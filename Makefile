@@ -31,7 +31,7 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -25,9 +25,9 @@ def load_bench(name):
 
 def test_survives_sigkill_at_random_moments(tmp_path):
     kill_resume = load_bench("kill_resume")
-    summary = kill_resume.kill_cycles(str(tmp_path / "run"), kills=5, seed=1, log=lambda *_: None)
-    assert summary["kills_survived"] == 5
-    assert summary["final_step"] >= 8  # four of the five kills came after the run had trained and checkpointed
+    summary = kill_resume.kill_cycles(str(tmp_path / "run"), kills=3, seed=1, log=lambda *_: None)
+    assert summary["kills_survived"] == 3
+    assert summary["final_step"] >= 6  # two of the three kills came after the run had trained and checkpointed
     assert summary["episodes"] > 0
 
 

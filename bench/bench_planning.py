@@ -2,7 +2,8 @@
 
 For the latent states along one recorded test episode of LOGDIR (posteriors filtered with
 the run's world model), this plans with CEM in float32 and in bfloat16 from the same
-random stream, and with and without a warm start for several iteration counts. Each
+random stream (and in float32 from another stream: CEM's own noise, the yardstick), and
+with and without a warm start for several iteration counts. Each
 plan's quality is its *planned return*: the float32 model's predicted discounted return
 of the plan's action sequence, averaged over 100 sampled rollouts. Times are per plan.
 
@@ -77,25 +78,30 @@ def main() -> None:
         return search
 
     # float32 against bfloat16, same random stream per state.
+    # A second float32 search from another random stream is the yardstick: how much CEM's own
+    # sampling noise moves the chosen action and the planned return.
     precision = {}
-    for name in ("float32", "bfloat16"):
-        search = make(dataclasses.replace(base, precision=name))
+    for name, dtype, stream in (("float32", "float32", 0), ("bfloat16", "bfloat16", 0),
+                                ("float32_other_stream", "float32", 10_000)):
+        search = make(dataclasses.replace(base, precision=dtype))
         zero = tf.zeros([1, base.horizon, world_model.action_size])
         search(states[0], 0, zero)  # trace
         actions, returns, times = [], [], []
         for index, state in enumerate(states):
             start = time.perf_counter()
-            action, mean = search(state, index, zero)
+            action, mean = search(state, index + stream, zero)
             action.numpy()
             times.append(time.perf_counter() - start)
             actions.append(action.numpy()[0])
             returns.append(planned_return(world_model, state, mean, base.discount))
         precision[name] = {"actions": np.array(actions), "returns": returns, "seconds": statistics.median(times)}
-    difference = np.abs(precision["float32"]["actions"] - precision["bfloat16"]["actions"])
     results["precision"] = {
         name: {"planned_return": float(np.mean(value["returns"])), "seconds_per_plan": value["seconds"]}
         for name, value in precision.items()}
-    results["precision"]["action_abs_difference"] = {"mean": float(difference.mean()), "max": float(difference.max())}
+    for other in ("bfloat16", "float32_other_stream"):
+        difference = np.abs(precision["float32"]["actions"] - precision[other]["actions"])
+        results["precision"][f"action_abs_difference_float32_vs_{other}"] = {"mean": float(difference.mean()),
+                                                                             "max": float(difference.max())}
 
     # Cold (zero mean) against warm (previous plan shifted) starts, along the episode.
     warm_start = {}

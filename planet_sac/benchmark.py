@@ -110,9 +110,9 @@ def image_batch(batch: int, length: int, seed: int = 0) -> dict[str, tf.Tensor]:
     }
 
 
-def time_update(config: Config, batch: int, length: int, reps: int) -> float:
-    """Seconds of one compiled world-model update (SAC off) on a [batch, length] image chunk."""
-    config = apply_overrides(config, ["sac.updates_per_step=0"])
+def time_update(config: Config, batch: int, length: int, reps: int, precision: str = "float32") -> float:
+    """Seconds of one compiled world-model update (SAC off) on a [batch, length] image chunk, in `optim.precision`."""
+    config = apply_overrides(config, ["sac.updates_per_step=0", f"optim.precision={precision}"])
     model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE, precision=config.optim.precision)
     learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
     data = image_batch(batch, length)
@@ -134,24 +134,30 @@ def planning_flops(model: WorldModel, config: Config, envs: int) -> float:
 
 
 def time_actions(config: Config, envs: tuple[int, ...], reps: int) -> dict:
-    """Seconds of one CEM action per environment (batched over `envs`) and milliseconds of one SAC action."""
+    """Seconds of one CEM action per environment (batched over `envs`; float32 and bfloat16 rollouts),
+    where one float32 action's time goes, and milliseconds of one SAC action."""
     model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
     sac = SAC(config.sac, model.rssm.feature_size, ACTION_SIZE)
     rng = tf.random.Generator.from_seed(0)
-    result: dict = {"cem_action_s": {}, "cem_gflops_per_s": {}}
-    for count in envs:
-        state = model.rssm.initial(count)
-        obs = tf.zeros([count, 64, 64, 3], tf.uint8)
+    result: dict = {}
+    for precision, suffix in (("float32", ""), ("bfloat16", "_bfloat16")):
+        planner = dataclasses.replace(config.cem, precision=precision)
+        result[f"cem_action{suffix}_s"], result[f"cem_gflops_per_s{suffix}"] = {}, {}
+        for count in envs:
+            state = model.rssm.initial(count)
+            obs = tf.zeros([count, 64, 64, 3], tf.uint8)
 
-        @tf.function(autograph=False)
-        def cem_action():
-            embed = model.embed(obs, model.observation_noise(rng, obs))
-            latent, _ = model.rssm.obs_step(state, tf.zeros([count, ACTION_SIZE]), embed, tf.zeros([count, model.rssm.stoch_size]))
-            return cem.plan(model, latent, config.cem, rng)
+            @tf.function(autograph=False)
+            def cem_action():
+                embed = model.embed(obs, model.observation_noise(rng, obs))
+                latent, _ = model.rssm.obs_step(state, tf.zeros([count, ACTION_SIZE]), embed,
+                                                tf.zeros([count, model.rssm.stoch_size]))
+                return cem.plan(model, latent, planner, rng)
 
-        seconds = median_time(lambda: cem_action().numpy(), reps)
-        result["cem_action_s"][str(count)] = seconds / count
-        result["cem_gflops_per_s"][str(count)] = planning_flops(model, config, count) / seconds / 1e9
+            seconds = median_time(lambda: cem_action().numpy(), reps)
+            result[f"cem_action{suffix}_s"][str(count)] = seconds / count
+            result[f"cem_gflops_per_s{suffix}"][str(count)] = planning_flops(model, config, count) / seconds / 1e9
+    result["cem_profile_s"] = profile_cem(model, config, rng, reps)
 
     state = model.rssm.initial(1)
     obs = tf.zeros([1, 64, 64, 3], tf.uint8)
@@ -164,6 +170,44 @@ def time_actions(config: Config, envs: tuple[int, ...], reps: int) -> dict:
 
     result["sac_action_ms"] = 1000.0 * median_time(lambda: sac_action().numpy(), max(reps, 20))
     return result
+
+
+def profile_cem(model: WorldModel, config: Config, rng: tf.random.Generator, reps: int) -> dict:
+    """Where one float32 CEM action (1 environment) spends its time, each part timed alone for all iterations.
+
+    `prior_rollout`: the RSSM prior over the horizon for every candidate (`rssm.imagine`);
+    `reward_head`: the reward MLP on those states; `rest`: the whole action minus both
+    (sampling, clipping, top-k, refitting, observing the frame, the loop itself).
+    """
+    c = config.cem
+    state = model.rssm.initial(1)
+    start = tf.nest.map_structure(lambda t: tf.repeat(t, c.candidates, 0), state)
+    actions = tf.random.uniform([c.candidates, c.horizon, ACTION_SIZE], -1, 1, seed=0)
+    noise = tf.random.normal([c.candidates, c.horizon, model.rssm.stoch_size], seed=1)
+    states = model.rssm.imagine(start, actions, noise)
+    obs = tf.zeros([1, 64, 64, 3], tf.uint8)
+
+    def repeated(part: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[], tf.Tensor]:
+        """`part` run `iterations` times in a loop, as CEM runs it (an input that changes per iteration: nothing folded)."""
+        def body(i, total):
+            return i + 1, total + part(1.0 + 1e-6 * tf.cast(i, tf.float32))
+        return tf.function(lambda: tf.while_loop(lambda i, _: i < c.iterations, body, (0, tf.constant(0.0)))[1],
+                           autograph=False)
+
+    rollouts = repeated(lambda scale: tf.reduce_sum(model.rssm.imagine(start, actions * scale, noise)["deter"]))
+    rewards = repeated(lambda scale: tf.reduce_sum(model.predict_reward(
+        tf.nest.map_structure(lambda t: t * scale, states))))
+
+    @tf.function(autograph=False)
+    def action():
+        embed = model.embed(obs, model.observation_noise(rng, obs))
+        latent, _ = model.rssm.obs_step(state, tf.zeros([1, ACTION_SIZE]), embed, tf.zeros([1, model.rssm.stoch_size]))
+        return cem.plan(model, latent, c, rng)
+
+    total = median_time(lambda: action().numpy(), reps)
+    prior = median_time(lambda: rollouts().numpy(), reps)
+    reward = median_time(lambda: rewards().numpy(), reps)
+    return {"total": total, "prior_rollout": prior, "reward_head": reward, "rest": max(total - prior - reward, 0.0)}
 
 
 def time_loader(episodes: int, length: int, batch: int, chunk: int, batches: int = 20) -> dict:
@@ -216,6 +260,8 @@ def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
     results["matmul_gflops_per_s"] = {dtype.name: matmul_rate(dtype, shape.matmul_rows, matmul_size, reps)
                                       for dtype in (tf.float32, tf.bfloat16)}
     results["train_update_s"] = {f"{b}x{t}": time_update(config, b, t, reps) for b, t in shape.updates}
+    results["train_update_mixed_bfloat16_s"] = {f"{b}x{t}": time_update(config, b, t, reps, "mixed_bfloat16")
+                                                for b, t in shape.updates}
     results.update(time_actions(config, shape.envs, reps))
     batch, length = shape.updates[-1]
     results.update(time_loader(shape.loader_episodes, shape.loader_length, batch, length))
@@ -232,6 +278,8 @@ def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
                                  for key, seconds in results["train_update_s"].items()}
         if "cem_action_s" in results["peer"]:
             results["peer_ratio"]["cem_action"] = results["peer"]["cem_action_s"] / results["cem_action_s"]["1"]
+            results["peer_ratio"]["cem_action_bfloat16"] = (results["peer"]["cem_action_s"]
+                                                            / results["cem_action_bfloat16_s"]["1"])
     return results
 
 
@@ -242,7 +290,7 @@ def table(results: dict) -> str:
     lines = [f"planet-sac bench ({results['size']}, median of {results['reps']}) on {m['cpu']}, {m['cores']} cores ({flags})"]
 
     def row(name: str, value: str, peer: str = "") -> None:
-        lines.append(f"  {name:<34}{value:>16}{peer:>28}")
+        lines.append(f"  {name:<44}{value:>16}   {peer}")
 
     for dtype, rate in results["matmul_gflops_per_s"].items():
         row(f"matmul {dtype}", f"{rate:.0f} GFLOP/s")
@@ -252,11 +300,19 @@ def table(results: dict) -> str:
         other = peer.get("train_update_s", {}).get(key)
         row(f"world-model update {key}", f"{seconds:.3f} s",
             f"mbrl-lib {other:.3f} s ({ratio[f'train_update_{key}']:.2f}x)" if other else "")
-    for envs, seconds in results["cem_action_s"].items():
-        other = peer.get("cem_action_s") if envs == "1" else None
-        row(f"CEM action, {envs} env(s), per env", f"{seconds:.3f} s",
-            f"mbrl-lib {other:.3f} s ({ratio['cem_action']:.2f}x)" if other else "")
-        row(f"CEM useful work, {envs} env(s)", f"{results['cem_gflops_per_s'][envs]:.0f} GFLOP/s")
+        mixed = results["train_update_mixed_bfloat16_s"][key]
+        row("  ... mixed_bfloat16", f"{mixed:.3f} s", f"{seconds / mixed:.2f}x float32's speed")
+    rates = results["matmul_gflops_per_s"]
+    for suffix, dtype in (("", "float32"), ("_bfloat16", "bfloat16")):
+        for envs, seconds in results[f"cem_action{suffix}_s"].items():
+            other = peer.get("cem_action_s") if envs == "1" else None
+            peer_text = f"mbrl-lib {other:.3f} s ({other / seconds:.2f}x)" if other else ""
+            row(f"CEM action ({dtype}), {envs} env(s), per env", f"{seconds:.3f} s", peer_text)
+            gflops = results[f"cem_gflops_per_s{suffix}"][envs]
+            row("  useful work", f"{gflops:.0f} GFLOP/s", f"{100 * gflops / rates[dtype]:.0f}% of {dtype} matmul")
+    profile = results["cem_profile_s"]
+    for part in ("prior_rollout", "reward_head", "rest"):
+        row(f"  CEM float32, 1 env: {part}", f"{profile[part]:.3f} s", f"{100 * profile[part] / profile['total']:.0f}%")
     row("SAC action", f"{results['sac_action_ms']:.2f} ms")
     row("loader (tf.data)", f"{results['loader_chunks_per_s']:.0f} chunks/s")
     for key, rate in results["training_chunks_per_s"].items():

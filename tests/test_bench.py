@@ -19,7 +19,10 @@ def test_bench_writes_every_documented_key(tmp_path):
                 "cem_gflops_per_s", "matmul_gflops_per_s", "machine"):
         assert key in results, key
     assert set(results["train_update_s"]) == {"4x10"}
-    assert set(results["cem_action_s"]) == {"1", "2"}
+    assert set(results["cem_action_s"]) == set(results["cem_action_bfloat16_s"]) == {"1", "2"}
+    assert set(results["train_update_mixed_bfloat16_s"]) == {"4x10"}
+    profile = results["cem_profile_s"]
+    assert set(profile) == {"total", "prior_rollout", "reward_head", "rest"} and profile["prior_rollout"] > 0
     assert set(results["matmul_gflops_per_s"]) == {"float32", "bfloat16"}
     assert {"cpu", "cores", "avx512_bf16", "amx_bf16"} <= results["machine"].keys()
     assert all(value > 0 for value in results["cem_action_s"].values())

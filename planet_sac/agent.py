@@ -37,8 +37,10 @@ class Agent:
         world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed,
                                  precision=config.optim.precision)
         sac = SAC(config.sac, world_model.rssm.feature_size, action_size, seed=config.seed)
+        # XLA cannot read variables mirrored on other devices, so a distributed run acts without it.
+        jit_compile = config.policy.jit_compile and config.optim.strategy == "default"
         policy = Policy(world_model, sac, config.cem, config.policy.train, config.policy.test,
-                        seed=config.seed + 1)
+                        seed=config.seed + 1, jit_compile=jit_compile)
         return cls(world_model, sac, policy)
 
     def acting_variables(self) -> dict[str, tf.Variable]:

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from planet_sac.agent import Agent
 from planet_sac.config import Config, ConfigError, apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.sac import SAC
@@ -119,6 +120,47 @@ def time_update(config: Config, batch: int, length: int, reps: int, precision: s
     return median_time(lambda: learner.update(data)["loss/total"].numpy(), reps)
 
 
+def profile_update(config: Config, batch: int, length: int, reps: int) -> dict:
+    """Where one float32 world-model update's time goes: each part's forward + backward timed alone.
+
+    `encoder`: the conv encoder on the preprocessed images; `decoder`: the conv decoder on
+    the features; `rssm`: filtering the chunk (`rssm.observe`); each differentiated with
+    respect to its own variables. `rest` is the whole update minus the three: the losses
+    (image log-likelihood and dequantisation over every pixel, KL, reward head), the
+    optimizer and the gradient plumbing.
+    """
+    config = apply_overrides(config, ["sac.updates_per_step=0"])
+    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
+    learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
+    data = image_batch(batch, length)
+    noise = model.sample_noise(tf.random.Generator.from_seed(0), batch, length)
+    obs = model.preprocess(data["image"], noise["image"])
+    embed = model.encoder(obs)
+    features = model.rssm.features(model.rssm.observe(embed, data["action"], noise["posterior"])[0])
+
+    def forward_backward(module: tf.Module, forward: Callable[[], tf.Tensor]) -> Callable[[], tf.Tensor]:
+        @tf.function(autograph=False)
+        def step():
+            with tf.GradientTape() as tape:
+                out = forward()
+                loss = tf.reduce_mean(tf.square(out))
+            grads = tape.gradient(loss, module.trainable_variables)
+            return tf.add_n([tf.reduce_sum(g) for g in grads])
+        return step
+
+    parts = {
+        "encoder": forward_backward(model.encoder, lambda: model.encoder(obs)),
+        "decoder": forward_backward(model.decoder, lambda: model.decoder(features)),
+        "rssm": forward_backward(model.rssm, lambda: model.rssm.features(
+            model.rssm.observe(embed, data["action"], noise["posterior"])[0])),
+    }
+    result = {"total": median_time(lambda: learner.update(data)["loss/total"].numpy(), reps)}
+    for name, step in parts.items():
+        result[name] = median_time(lambda: step().numpy(), reps)
+    result["rest"] = max(result["total"] - sum(result[name] for name in parts), 0.0)
+    return result
+
+
 def planning_flops(model: WorldModel, config: Config, envs: int) -> float:
     """Useful floating-point work of one CEM action: 2 x (matmul sizes) per imagined step, counted from the layers.
 
@@ -133,42 +175,47 @@ def planning_flops(model: WorldModel, config: Config, envs: int) -> float:
     return per_step * c.candidates * c.horizon * c.iterations * envs
 
 
+def acting_agent(config: Config, jit_compile: bool, precision: str = "float32") -> Agent:
+    """An agent at the benchmark's sizes whose policy plans in `precision`, compiled with or without XLA."""
+    config = apply_overrides(config, [f"cem.precision={precision}", f"policy.jit_compile={str(jit_compile).lower()}"])
+    return Agent.build(config, "image", (64, 64, 3), ACTION_SIZE)
+
+
+def policy_action_seconds(agent: Agent, name: str, envs: int, reps: int) -> float:
+    """Seconds of one action of the phase-gated policy (test phase, acting by `name`) for `envs` environments.
+
+    This is the path an agent acts by: filter the new 64x64 frame into the latent state,
+    then plan (CEM), run the actor (SAC) or both, inside the one compiled policy function.
+    """
+    agent.policy.set_policies(test=name)
+    obs = tf.zeros([envs, 64, 64, 3], tf.uint8)
+    state = agent.policy.initial_state(envs)
+    phase = tf.constant(1, tf.int32)
+    return median_time(lambda: agent.policy(obs, state, phase)[0].numpy(), reps)
+
+
 def time_actions(config: Config, envs: tuple[int, ...], reps: int) -> dict:
-    """Seconds of one CEM action per environment (batched over `envs`; float32 and bfloat16 rollouts),
-    where one float32 action's time goes, and milliseconds of one SAC action."""
-    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
-    sac = SAC(config.sac, model.rssm.feature_size, ACTION_SIZE)
-    rng = tf.random.Generator.from_seed(0)
-    result: dict = {}
+    """One CEM action per environment (float32 and bfloat16 rollouts, batched over `envs`) and one SAC action,
+    through the compiled policy with and without XLA, and where one float32 CEM action's time goes."""
+    jit = config.policy.jit_compile
+    other = not jit  # the other compile mode, timed at 1 environment to show what XLA is worth here
+    agents = {"float32": acting_agent(config, jit), "bfloat16": acting_agent(config, jit, "bfloat16"),
+              "other": acting_agent(config, other)}
+    result: dict = {"policy_jit_compile": jit}
+    model = agents["float32"].world_model
     for precision, suffix in (("float32", ""), ("bfloat16", "_bfloat16")):
-        planner = dataclasses.replace(config.cem, precision=precision)
         result[f"cem_action{suffix}_s"], result[f"cem_gflops_per_s{suffix}"] = {}, {}
         for count in envs:
-            state = model.rssm.initial(count)
-            obs = tf.zeros([count, 64, 64, 3], tf.uint8)
-
-            @tf.function(autograph=False)
-            def cem_action():
-                embed = model.embed(obs, model.observation_noise(rng, obs))
-                latent, _ = model.rssm.obs_step(state, tf.zeros([count, ACTION_SIZE]), embed,
-                                                tf.zeros([count, model.rssm.stoch_size]))
-                return cem.plan(model, latent, planner, rng)
-
-            seconds = median_time(lambda: cem_action().numpy(), reps)
+            seconds = policy_action_seconds(agents[precision], "cem", count, reps)
             result[f"cem_action{suffix}_s"][str(count)] = seconds / count
             result[f"cem_gflops_per_s{suffix}"][str(count)] = planning_flops(model, config, count) / seconds / 1e9
-    result["cem_profile_s"] = profile_cem(model, config, rng, reps)
-
-    state = model.rssm.initial(1)
-    obs = tf.zeros([1, 64, 64, 3], tf.uint8)
-
-    @tf.function(autograph=False)
-    def sac_action():
-        embed = model.embed(obs, model.observation_noise(rng, obs))
-        latent, _ = model.rssm.obs_step(state, tf.zeros([1, ACTION_SIZE]), embed, tf.zeros([1, model.rssm.stoch_size]))
-        return sac.act(model.rssm.features(latent), tf.zeros([1, ACTION_SIZE]), True)
-
-    result["sac_action_ms"] = 1000.0 * median_time(lambda: sac_action().numpy(), max(reps, 20))
+    result["cem_action_xla_vs_graph"] = {str(jit): result["cem_action_s"]["1"],
+                                         str(other): policy_action_seconds(agents["other"], "cem", 1, reps)}
+    result["cem_profile_s"] = profile_cem(model, config, tf.random.Generator.from_seed(0), reps)
+    sac_reps = max(reps, 100)
+    result["sac_action_ms"] = 1000.0 * policy_action_seconds(agents["float32"], "sac", 1, sac_reps)
+    result["sac_action_xla_vs_graph_ms"] = {str(jit): result["sac_action_ms"],
+                                            str(other): 1000.0 * policy_action_seconds(agents["other"], "sac", 1, sac_reps)}
     return result
 
 
@@ -192,13 +239,13 @@ def profile_cem(model: WorldModel, config: Config, rng: tf.random.Generator, rep
         def body(i, total):
             return i + 1, total + part(1.0 + 1e-6 * tf.cast(i, tf.float32))
         return tf.function(lambda: tf.while_loop(lambda i, _: i < c.iterations, body, (0, tf.constant(0.0)))[1],
-                           autograph=False)
+                           autograph=False, jit_compile=config.policy.jit_compile)
 
     rollouts = repeated(lambda scale: tf.reduce_sum(model.rssm.imagine(start, actions * scale, noise)["deter"]))
     rewards = repeated(lambda scale: tf.reduce_sum(model.predict_reward(
         tf.nest.map_structure(lambda t: t * scale, states))))
 
-    @tf.function(autograph=False)
+    @tf.function(autograph=False, jit_compile=config.policy.jit_compile)
     def action():
         embed = model.embed(obs, model.observation_noise(rng, obs))
         latent, _ = model.rssm.obs_step(state, tf.zeros([1, ACTION_SIZE]), embed, tf.zeros([1, model.rssm.stoch_size]))
@@ -260,6 +307,7 @@ def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
     results["matmul_gflops_per_s"] = {dtype.name: matmul_rate(dtype, shape.matmul_rows, matmul_size, reps)
                                       for dtype in (tf.float32, tf.bfloat16)}
     results["train_update_s"] = {f"{b}x{t}": time_update(config, b, t, reps) for b, t in shape.updates}
+    results["train_update_profile_s"] = {f"{b}x{t}": profile_update(config, b, t, reps) for b, t in shape.updates[-1:]}
     results["train_update_mixed_bfloat16_s"] = {f"{b}x{t}": time_update(config, b, t, reps, "mixed_bfloat16")
                                                 for b, t in shape.updates}
     results.update(time_actions(config, shape.envs, reps))
@@ -302,6 +350,11 @@ def table(results: dict) -> str:
             f"mbrl-lib {other:.3f} s ({ratio[f'train_update_{key}']:.2f}x)" if other else "")
         mixed = results["train_update_mixed_bfloat16_s"][key]
         row("  ... mixed_bfloat16", f"{mixed:.3f} s", f"{seconds / mixed:.2f}x float32's speed")
+    for key, profile in results["train_update_profile_s"].items():
+        for part in ("encoder", "decoder", "rssm", "rest"):
+            label = "rest (losses, optimizer)" if part == "rest" else f"{part} (forward + backward)"
+            row(f"  update {key}: {label}", f"{profile[part]:.3f} s",
+                f"{100 * profile[part] / profile['total']:.0f}%")
     rates = results["matmul_gflops_per_s"]
     for suffix, dtype in (("", "float32"), ("_bfloat16", "bfloat16")):
         for envs, seconds in results[f"cem_action{suffix}_s"].items():
@@ -313,7 +366,12 @@ def table(results: dict) -> str:
     profile = results["cem_profile_s"]
     for part in ("prior_rollout", "reward_head", "rest"):
         row(f"  CEM float32, 1 env: {part}", f"{profile[part]:.3f} s", f"{100 * profile[part] / profile['total']:.0f}%")
+    xla = results["cem_action_xla_vs_graph"]
+    row("  CEM float32, 1 env, XLA off / on", f"{xla['False']:.3f} / {xla['True']:.3f} s",
+        f"XLA {xla['False'] / xla['True']:.2f}x")
     row("SAC action", f"{results['sac_action_ms']:.2f} ms")
+    xla = results["sac_action_xla_vs_graph_ms"]
+    row("  SAC action, XLA off / on", f"{xla['False']:.2f} / {xla['True']:.2f} ms", f"XLA {xla['False'] / xla['True']:.2f}x")
     row("loader (tf.data)", f"{results['loader_chunks_per_s']:.0f} chunks/s")
     for key, rate in results["training_chunks_per_s"].items():
         row(f"training consumes at {key}", f"{rate:.1f} chunks/s")

@@ -199,6 +199,7 @@ class PolicyConfig:
     train: PolicyName = "cem"  # collects training episodes
     test: PolicyName = "cem"  # evaluates in the test phase; its episodes go to test_episodes/
     compare: list[PolicyName] = dataclasses.field(default_factory=list)  # also evaluated each test phase, not saved
+    jit_compile: bool = True  # act through XLA (faster on CPU, see planet-sac bench); off under optim.strategy other than default
 
     def validate(self) -> None:
         _record("policy.compare", "each at most once")

@@ -21,8 +21,11 @@ def test_bench_writes_every_documented_key(tmp_path):
     assert set(results["train_update_s"]) == {"4x10"}
     assert set(results["cem_action_s"]) == set(results["cem_action_bfloat16_s"]) == {"1", "2"}
     assert set(results["train_update_mixed_bfloat16_s"]) == {"4x10"}
+    assert set(results["train_update_profile_s"]["4x10"]) == {"total", "encoder", "decoder", "rssm", "rest"}
     profile = results["cem_profile_s"]
     assert set(profile) == {"total", "prior_rollout", "reward_head", "rest"} and profile["prior_rollout"] > 0
+    assert set(results["cem_action_xla_vs_graph"]) == set(results["sac_action_xla_vs_graph_ms"]) == {"False", "True"}
+    assert results["policy_jit_compile"] is True and results["sac_action_ms"] > 0
     assert set(results["matmul_gflops_per_s"]) == {"float32", "bfloat16"}
     assert {"cpu", "cores", "avx512_bf16", "amx_bf16"} <= results["machine"].keys()
     assert all(value > 0 for value in results["cem_action_s"].values())

@@ -23,10 +23,14 @@ PolicyState = tuple[State, tf.Tensor, tf.Tensor]  # (latent posterior, previous 
 
 
 class Policy(tf.Module):
-    """Acts for a batch of environments; `traces` counts how often the function was traced."""
+    """Acts for a batch of environments; `traces` counts how often the function was traced.
+
+    `jit_compile` compiles the acting function with XLA (once per batch size): it fuses the
+    small per-step ops that dominate a batch-1 action (see the README's Performance).
+    """
 
     def __init__(self, world_model: WorldModel, sac: SAC, cem_config: CEMConfig, train: str = "cem",
-                 test: str = "cem", seed: int = 0):
+                 test: str = "cem", seed: int = 0, jit_compile: bool = False):
         super().__init__(name="policy")
         self.world_model = world_model
         self.sac = sac
@@ -39,7 +43,7 @@ class Policy(tf.Module):
         latent_spec = {key: tf.TensorSpec([None, size], tf.float32) for key, size in
                        (("mean", rssm.stoch_size), ("std", rssm.stoch_size), ("stoch", rssm.stoch_size), ("deter", rssm.deter_size))}
         obs_dtype = tf.uint8 if world_model.obs_key == "image" else tf.float32
-        self.compiled = tf.function(self._act, autograph=False, input_signature=[
+        self.compiled = tf.function(self._act, autograph=False, jit_compile=jit_compile, input_signature=[
             tf.TensorSpec([None, *world_model.obs_shape], obs_dtype),
             (latent_spec, tf.TensorSpec([None, world_model.action_size], tf.float32),
              tf.TensorSpec([None, cem_config.horizon, world_model.action_size], tf.float32)),

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from planet_sac.config import CEMConfig, ModelConfig, SACConfig
+from planet_sac.agent import Agent
+from planet_sac.config import CEMConfig, Config, ModelConfig, SACConfig, apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC, invert_gradients
@@ -164,9 +165,11 @@ def test_targets_start_equal_to_online_critics():
 
 # ----------------------------------------------------------------------------- the phase-gated policy
 
-def test_switching_phase_and_policy_never_retraces():
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_switching_phase_and_policy_never_retraces(jit_compile):
     model, sac = tiny_agent(action_size=1)
-    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="cem", test="sac")
+    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="cem", test="sac",
+                    jit_compile=jit_compile)
     state = policy.initial_state(3)
     obs = tf.zeros([3, 3])
     for train, test in [("cem", "sac"), ("random", "sac_guided_cem"), ("sac", "cem"), ("sac_guided_cem", "random")]:
@@ -242,17 +245,50 @@ def test_known_optimum_agent_is_what_it_claims():
     assert plain[0] < plain[1] < plain[2] and guided[0] > guided[1] > guided[2]
 
 
-@pytest.mark.parametrize("phase", ["train", "test"])
-def test_cem_branch_returns_the_planned_action(phase):
+@pytest.mark.parametrize("phase, jit_compile", [("train", False), ("test", False), ("test", True)])
+def test_cem_branch_returns_the_planned_action(phase, jit_compile):
     model, sac = known_optimum_agent()
-    policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem")
+    policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem", jit_compile=jit_compile)
     action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
     assert np.all(action.numpy() > 0.8), action  # the planner finds the top of the reward
 
 
-def test_sac_guided_cem_branch_follows_the_critic():
+def test_xla_policy_computes_what_the_graph_policy_computes():
+    """The deterministic path (SAC's mode in the test phase) is the same number through XLA and the graph."""
     model, sac = known_optimum_agent()
-    policy = Policy(model, sac, BRANCH_CEM, train="sac_guided_cem", test="sac_guided_cem")
+    obs = tf.random.stateless_normal([4, 3], seed=[0, 1])
+    actions = []
+    for jit_compile in (False, True):
+        policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=3, jit_compile=jit_compile)
+        actions.append(policy.act(obs, policy.initial_state(4), "test")[0].numpy())
+    np.testing.assert_allclose(actions[1], actions[0], atol=1e-5)
+
+
+def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_stream():
+    """`policy.jit_compile` reaches the policy: XLA's random stream differs from the graph's for the same seed
+    (TensorFlow's stateful generator compiles differently), a seed still fixes it, and it is uniform in [-1, 1]."""
+    draws = {}
+    for jit_compile in (True, False):
+        config = apply_overrides(Config(), ["model.deter_size=8", "model.stoch_size=4", "model.hidden_size=8",
+                                            "model.mlp_units=8", "sac.units=8", "policy.train=random",
+                                            f"policy.jit_compile={str(jit_compile).lower()}"])
+        policy = Agent.build(config, "state", (3,), 1).policy
+        state, draws[jit_compile] = policy.initial_state(500), []
+        for _ in range(2):
+            policy.rng.reset_from_seed(5)
+            draws[jit_compile].append(np.concatenate([policy.act(tf.zeros([500, 3]), state, "train")[0].numpy()
+                                                      for _ in range(4)]))
+    np.testing.assert_array_equal(draws[True][0], draws[True][1])
+    assert not np.allclose(draws[True][0], draws[False][0])
+    values = draws[True][0].ravel()
+    assert values.min() >= -1.0 and values.max() <= 1.0
+    assert abs(values.mean()) < 0.05 and abs(values.std() - 1 / np.sqrt(3)) < 0.03  # U(-1, 1): std 0.577
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_sac_guided_cem_branch_follows_the_critic(jit_compile):
+    model, sac = known_optimum_agent()
+    policy = Policy(model, sac, BRANCH_CEM, train="sac_guided_cem", test="sac_guided_cem", jit_compile=jit_compile)
     action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), "test")
     assert np.all(action.numpy() < -0.6), action  # the value at the horizon outweighs the rewards
 

@@ -52,7 +52,8 @@ SIZES = {
                  matmul_rows=1000),
     "tiny": Size(updates=((4, 10),), overrides=("model.deter_size=16", "model.stoch_size=4", "model.hidden_size=16",
                                                  "model.cnn_depth=4", "model.reward_units=8", "cem.horizon=3",
-                                                 "cem.candidates=32", "cem.iterations=2", "cem.top_k=4", "sac.units=16"),
+                                                 "cem.candidates=32", "cem.iterations=2", "cem.top_k=4", "sac.units=16",
+                                                 "policy.jit_compile=false"),  # XLA once, for the comparison only
                  envs=(1, 2), loader_episodes=3, loader_length=60, matmul_rows=64),
 }
 

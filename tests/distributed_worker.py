@@ -121,7 +121,8 @@ def trainer(out: str, logdir: str) -> None:
     from planet_sac.config import apply_overrides, read_config_file
     from planet_sac.training.trainer import Trainer
 
-    config = apply_overrides(read_config_file(f"{logdir}/config.yaml"), ["optim.strategy=mirrored"])
+    # policy.jit_compile asks for XLA, which cannot read mirrored variables: the agent must act without it.
+    config = apply_overrides(read_config_file(f"{logdir}/config.yaml"), ["optim.strategy=mirrored", "policy.jit_compile=true"])
     run = Trainer(config, logdir, progress=False, force=True)
     results = {"start_message": np.array(run.start_message), "replicas": np.array(run.strategy.num_replicas_in_sync)}
     for name, variable in run.variables.items():

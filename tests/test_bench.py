@@ -25,7 +25,7 @@ def test_bench_writes_every_documented_key(tmp_path):
     profile = results["cem_profile_s"]
     assert set(profile) == {"total", "prior_rollout", "reward_head", "rest"} and profile["prior_rollout"] > 0
     assert set(results["cem_action_xla_vs_graph"]) == set(results["sac_action_xla_vs_graph_ms"]) == {"False", "True"}
-    assert results["policy_jit_compile"] is True and results["sac_action_ms"] > 0
+    assert results["policy_jit_compile"] is False and results["sac_action_ms"] > 0  # the tiny size acts without XLA
     assert set(results["matmul_gflops_per_s"]) == {"float32", "bfloat16"}
     assert {"cpu", "cores", "avx512_bf16", "amx_bf16"} <= results["machine"].keys()
     assert all(value > 0 for value in results["cem_action_s"].values())

@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine:
 #   make train   creates .venv, installs planet-sac with its extras, trains the default agent
-#   make test    same set-up, then runs the test suite
+#   make test    same set-up, then runs the test suite (TEST_WORKERS=2 pytest-xdist processes; 0 runs it serially)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 CONFIG ?= configs/pendulum.yaml
 LOGDIR ?= logdir/pendulum
+TEST_WORKERS ?= 2
 export MUJOCO_GL ?= egl
 
 .PHONY: install train evaluate test bench clean
@@ -31,7 +32,7 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -15,6 +15,7 @@ NOT_IMPORTED = {
     "tf-keras": "tensorflow-probability loads it at run time (tf.keras is Keras 3)",
     "mujoco": "dm_control's simulator, pinned to the version dm_control 1.0.50 needs",
     "ruff": "the linter `make test` runs before pytest: a command, not a library",
+    "pytest-xdist": "a pytest plugin `make test` turns on with -n (the suite on 2 processes)",
 }
 
 

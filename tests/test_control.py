@@ -279,6 +279,7 @@ def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_strea
             draws[jit_compile].append(np.concatenate([policy.act(tf.zeros([500, 3]), state, "train")[0].numpy()
                                                       for _ in range(4)]))
     np.testing.assert_array_equal(draws[True][0], draws[True][1])
+    assert not np.allclose(draws[True][0][:500], draws[True][0][500:1000])  # the state advances from call to call
     assert not np.allclose(draws[True][0], draws[False][0])
     values = draws[True][0].ravel()
     assert values.min() >= -1.0 and values.max() <= 1.0

@@ -112,11 +112,16 @@ def image_batch(batch: int, length: int, seed: int = 0) -> dict[str, tf.Tensor]:
     }
 
 
-def time_update(config: Config, batch: int, length: int, reps: int, precision: str = "float32") -> float:
-    """Seconds of one compiled world-model update (SAC off) on a [batch, length] image chunk, in `optim.precision`."""
+def world_model_learner(config: Config, precision: str) -> tuple[WorldModel, Learner]:
+    """A pixel world model at the benchmark's sizes and its learner, SAC off, in `optim.precision`."""
     config = apply_overrides(config, ["sac.updates_per_step=0", f"optim.precision={precision}"])
     model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE, precision=config.optim.precision)
-    learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
+    return model, Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
+
+
+def time_update(config: Config, batch: int, length: int, reps: int, precision: str = "float32") -> float:
+    """Seconds of one compiled world-model update (SAC off) on a [batch, length] image chunk, in `optim.precision`."""
+    _, learner = world_model_learner(config, precision)
     data = image_batch(batch, length)
     return median_time(lambda: learner.update(data)["loss/total"].numpy(), reps)
 
@@ -130,9 +135,7 @@ def profile_update(config: Config, batch: int, length: int, reps: int) -> dict:
     (image log-likelihood and dequantisation over every pixel, KL, reward head), the
     optimizer and the gradient plumbing.
     """
-    config = apply_overrides(config, ["sac.updates_per_step=0"])
-    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE)
-    learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, ACTION_SIZE))
+    model, learner = world_model_learner(config, "float32")
     data = image_batch(batch, length)
     noise = model.sample_noise(tf.random.Generator.from_seed(0), batch, length)
     obs = model.preprocess(data["image"], noise["image"])

@@ -48,10 +48,13 @@ class Agent:
         return {name: variable for name, variable in named_variables([self.world_model, self.sac]).items()
                 if name.startswith(ACTING_VARIABLES)}
 
-    def restore(self, checkpoint: str) -> int:
-        """Restores the acting variables from `checkpoint` (logdir or prefix); returns its step."""
+    def restore(self, checkpoint: str, include: Sequence[str] = ACTING_VARIABLES) -> int:
+        """Restores the acting variables matching `include` from `checkpoint` (logdir or prefix); returns its step.
+
+        `include=["world_model/"]` keeps the SAC head as built: a trained world model under a new head.
+        """
         prefix = resolve(checkpoint)
-        restore_filtered(self.acting_variables(), prefix, include=list(ACTING_VARIABLES))
+        restore_filtered(self.acting_variables(), prefix, include=list(include))
         return checkpoint_step(prefix)
 
 
@@ -70,15 +73,17 @@ def find_run_config(checkpoint: str) -> Config:
     raise ConfigError(f"{checkpoint} is not a training run (it has no config.yaml); pass the --logdir of a run")
 
 
-def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0):
+def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
+               include: Sequence[str] = ACTING_VARIABLES):
     """Builds a run's agent and environment and restores the agent from the run's latest checkpoint.
 
-    Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's config.
+    Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's
+    config, `include` selects what is restored (see `Agent.restore`).
     """
     config = apply_overrides(find_run_config(checkpoint), list(overrides))
     resolve(checkpoint)  # fails with a clear message before an environment is started
     env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
                    config.env.image_size)
     agent = Agent.build(config, config.env.obs, env.observation_space[config.env.obs].shape, env.action_space.shape[0])
-    step = agent.restore(checkpoint)
+    step = agent.restore(checkpoint, include)
     return config, agent, env, step

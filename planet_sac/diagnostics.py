@@ -8,9 +8,15 @@ the critic scores the action actually taken next, Q(z_t, a_t+1), and the episode
 real discounted return from t, G_t = sum_k gamma^k r_t+1+k (truncated at the episode's
 end, so the last steps' G_t miss their tail; only the first half of the episode is used).
 A critic that overestimates shows Q >> G; one that learned little shows Q ~ 0.
+
+`chunk_start_gap` measures what the SAC head's first transitions of a training chunk are
+worth: their posteriors are filtered from a zero state at the chunk's start, while acting
+filters from the episode's start (see `sac.burn_in`).
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -42,6 +48,32 @@ def critic_vs_returns(world_model: WorldModel, sac: SAC, episode: dict, gamma: f
     half = max(1, len(real) // 2)
     return {"sac/q_episode": float(q[:half].mean()), "sac/return_episode": float(real[:half].mean()),
             "sac/q_abs_error": float(np.abs(q[:half] - real[:half]).mean())}
+
+
+def chunk_start_gap(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor, starts: Sequence[int],
+                    offsets: Sequence[int]) -> dict[int, float]:
+    """Mean relative gap ||f_chunk - f_episode|| / ||f_episode|| at `offsets` steps into chunks starting at `starts`.
+
+    `embed` [T, E] and `action` [T, A] are one episode's encoder outputs and aligned actions;
+    f = concat(deter, posterior mean): the episode filtered from step 0 against the chunk
+    filtered from a zero state at its start (no sampling noise in either).
+    """
+    rssm = world_model.rssm
+    steps = int(embed.shape[0])
+    mean_features = lambda posts: tf.concat([posts["deter"], posts["mean"]], -1)[0].numpy()  # noqa: E731
+    zeros = lambda n: tf.zeros([1, n, rssm.stoch_size])  # noqa: E731
+    full, _ = rssm.observe(embed[None], action[None], zeros(steps))
+    full = mean_features(full)
+    gaps: dict[int, list[float]] = {k: [] for k in offsets}
+    for start in starts:
+        length = max(offsets) + 1
+        if start + length > steps:
+            raise ValueError(f"a chunk starting at {start} with offsets up to {max(offsets)} passes the episode's {steps} steps")
+        posts, _ = rssm.observe(embed[None, start:start + length], action[None, start:start + length], zeros(length))
+        chunk = mean_features(posts)
+        for k in offsets:
+            gaps[k].append(float(np.linalg.norm(chunk[k] - full[start + k]) / np.linalg.norm(full[start + k])))
+    return {k: float(np.mean(values)) for k, values in gaps.items()}
 
 
 def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.ndarray, np.ndarray]:

@@ -54,3 +54,22 @@ def test_an_old_run_resumes_exactly_where_it_stopped(tmp_path):
         assert int(trainer.counters.step.numpy()) == 12
     finally:
         trainer.close()
+
+
+def test_a_trained_world_model_loads_under_a_fresh_head():
+    """`load_agent(include=["world_model/"])`: the checkpoint's world model, the SAC head as a new run builds it."""
+    config, agent, env, _ = load_agent(str(OLD_RUN), include=["world_model/"])
+    env.close()
+    _, fresh, env, _ = load_agent(str(OLD_RUN), include=["world_model/"])  # a second build: what "as built" means
+    env.close()
+    named = lambda agent: {variable_name(v): v.numpy() for v in agent.world_model.variables + agent.sac.variables}  # noqa: E731
+    ours, built = named(agent), named(fresh)
+    model = [name for name in ours if name.startswith("world_model/")]
+    assert "world_model/rssm/gru/gates_kernel" in model and len(model) > 20
+    for name in model:
+        np.testing.assert_array_equal(ours[name], stored(name))
+    head = [name for name in ours if name.startswith("sac/") and not name.startswith("sac/log_alpha")]
+    assert len(head) > 10
+    for name in head:
+        np.testing.assert_array_equal(ours[name], built[name])
+    assert any(not np.array_equal(ours[name], stored(name)) for name in head)  # the trained head was not restored

@@ -198,45 +198,49 @@ class Learner(tf.Module):
         updates = self.config.sac.updates_per_step
         skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
         skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
-        return tf.cond(world_model_finite, lambda: self._sac_updates(chunks["features"], chunks), lambda: skipped)
+        return tf.cond(world_model_finite,
+                       lambda: actor_critic_updates(self.world_model, self.sac, chunks["features"], chunks, self.rng),
+                       lambda: skipped)
 
-    def _sac_updates(self, features: tf.Tensor, batch: Batch) -> Dict[str, tf.Tensor]:
-        """SAC updates on n-step transitions of the posterior over the chunk, mixed with imagined ones.
 
-        Each update samples `round(batch_size * real_ratio)` real transitions and fills the
-        rest with transitions along fresh rollouts of the model under the current actor,
-        started from posterior states of the same chunks (see `control/transitions.py`).
-        """
-        cfg = self.config.sac
-        n = cfg.n_step
-        skip = cfg.burn_in  # the first posteriors of a chunk start from a zero state: optionally no transitions from them
-        real = real_transitions(features[:, skip:], batch["action"][:, skip:], batch["reward"][:, skip:],
-                                batch["discount"][:, skip:], n, cfg.discount)
-        count = real.features.shape[0]
-        real_take = int(round(cfg.batch_size * cfg.real_ratio))
-        imagined_take = cfg.batch_size - real_take
-        per_rollout = cfg.imagination_horizon + 1 - n
-        starts = flatten_time(features)
-        deter_size = self.world_model.rssm.deter_size
-        metrics = {}
-        skipped = tf.constant(0.0)
-        for _ in range(cfg.updates_per_step):
-            parts = []
-            if real_take:
-                parts.append(real.gather(self.rng.uniform([real_take], 0, count, dtype=tf.int64)))
-            if imagined_take:
-                rollouts = -(-imagined_take // per_rollout)
-                start = tf.gather(starts, self.rng.uniform([rollouts], 0, starts.shape[0], dtype=tf.int64))
-                start = {"deter": start[:, :deter_size], "stoch": start[:, deter_size:]}
-                imagined = imagined_transitions(self.world_model, self._actor_sample, start, cfg.imagination_horizon,
-                                                n, cfg.discount, self.rng)
-                parts.append(imagined.gather(tf.range(imagined_take)))
-            metrics = self.sac.update(*Transitions.concat(parts), rng=self.rng, steps=n)
-            skipped += 1.0 - metrics["sac/update_finite"]
-        return dict(metrics, **{"sac/skipped_updates": skipped})
+def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor, batch: Batch,
+                         rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
+    """`sac.config.updates_per_step` SAC updates on n-step transitions of posterior features, mixed with imagined ones.
 
-    def _actor_sample(self, features: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
-        return self.sac.act(features, noise, False)
+    `features` are the posterior features [B, T, F] of the chunks in `batch` (its action, reward
+    and discount). Each update samples `round(batch_size * real_ratio)` real transitions and
+    fills the rest with transitions along fresh rollouts of the model under the current actor,
+    started from posterior states of the same chunks (see `control/transitions.py`). The learner
+    calls this after every world-model update; `bench/sac_head.py` calls it on a frozen model.
+    """
+    cfg = sac.config
+    n = cfg.n_step
+    skip = cfg.burn_in  # the first posteriors of a chunk start from a zero state: optionally no transitions from them
+    real = real_transitions(features[:, skip:], batch["action"][:, skip:], batch["reward"][:, skip:],
+                            batch["discount"][:, skip:], n, cfg.discount)
+    count = real.features.shape[0]
+    real_take = int(round(cfg.batch_size * cfg.real_ratio))
+    imagined_take = cfg.batch_size - real_take
+    per_rollout = cfg.imagination_horizon + 1 - n
+    starts = flatten_time(features)
+    deter_size = world_model.rssm.deter_size
+    actor_sample = lambda f, noise: sac.act(f, noise, False)  # noqa: E731
+    metrics = {}
+    skipped = tf.constant(0.0)
+    for _ in range(cfg.updates_per_step):
+        parts = []
+        if real_take:
+            parts.append(real.gather(rng.uniform([real_take], 0, count, dtype=tf.int64)))
+        if imagined_take:
+            rollouts = -(-imagined_take // per_rollout)
+            start = tf.gather(starts, rng.uniform([rollouts], 0, starts.shape[0], dtype=tf.int64))
+            start = {"deter": start[:, :deter_size], "stoch": start[:, deter_size:]}
+            imagined = imagined_transitions(world_model, actor_sample, start, cfg.imagination_horizon, n,
+                                            cfg.discount, rng)
+            parts.append(imagined.gather(tf.range(imagined_take)))
+        metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n)
+        skipped += 1.0 - metrics["sac/update_finite"]
+    return dict(metrics, **{"sac/skipped_updates": skipped})
 
 
 def flatten_time(x: tf.Tensor) -> tf.Tensor:

@@ -1,0 +1,165 @@
+"""The SAC head's levers, measured on one frozen world model: a new head trained offline, evaluated in the task.
+
+Loads the world model of LOGDIR's latest checkpoint under a fresh SAC head (`--keep-head`:
+the run's own head), embeds every training episode of the run once with the frozen encoder,
+then runs ROUNDS rounds, each what the learner does after one world-model update: sample
+`data.batch_size` chunks of `data.chunk_length` steps (uniform episode, uniform start, like
+the loader), filter their posteriors from a zero state (as the learner does, sampled
+latents), and call `actor_critic_updates` (`sac.updates_per_step` SAC updates, with
+`sac.n_step`, `sac.burn_in`, `sac.imagination_horizon`, `sac.real_ratio` as `--set`).
+The online head of a run with U updates got U rounds; here the model is frozen, so
+the head is measured without the drift of the features it sees.
+
+Every `--eval-every` rounds: `--episodes` test-phase episodes with `sac`, and for each the
+critic's Q(z_t, a_t+1) beside the real discounted return G_t (first half of the episode).
+At the end also `sac_guided_cem`, and (`--cem`) CEM on the same model, the yardstick.
+
+Before training it reports two things about the transitions themselves:
+- burn-in gap: how far the posterior features of a chunk filtered from a zero state are from
+  those of the whole episode filtered from its start, k steps into the chunk (relative L2);
+- episode ends: whether any recorded discount is below 1 (dm_control never terminates).
+
+    .venv/bin/python bench/sac_head.py --logdir bench/results/cartpole_pixels/run --rounds 4000 \
+        --set sac.updates_per_step=10 --json bench/results/sac_head/ups10.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
+
+# isort: split
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.acting.actor import TEST, run_episode
+from planet_sac.agent import load_agent
+from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns
+from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.training.learner import actor_critic_updates
+
+GAP_OFFSETS = (0, 1, 2, 3, 5, 10, 20)
+
+
+def embed_episodes(world_model, episodes: list[dict], rng: tf.random.Generator) -> list[np.ndarray]:
+    """The frozen encoder's embedding of every step of every episode (with dequantisation noise, as in training)."""
+    embed = tf.function(lambda obs: world_model.embed(obs, world_model.observation_noise(rng, obs)), autograph=False)
+    return [np.concatenate([embed(tf.constant(ep[world_model.obs_key][i:i + 256])).numpy()
+                            for i in range(0, len(ep["action"]), 256)]) for ep in episodes]
+
+
+def burn_in_gap(world_model, embeds: list[np.ndarray], episodes: list[dict], length: int, seed: int = 0) -> dict:
+    """`chunk_start_gap` over 8 random chunk starts in each of the first 4 episodes."""
+    numpy_rng = np.random.default_rng(seed)
+    offsets = [k for k in GAP_OFFSETS if k < length]
+    per_episode = [chunk_start_gap(world_model, tf.constant(embed), tf.constant(episode["action"], tf.float32),
+                                   numpy_rng.integers(1, len(embed) - max(offsets), 8), offsets)
+                   for embed, episode in zip(embeds[:4], episodes[:4])]
+    return {k: float(np.mean([gaps[k] for gaps in per_episode])) for k in offsets}
+
+
+class ChunkSampler:
+    """Random chunks of pre-embedded episodes, as the loader samples them (uniform episode, uniform start)."""
+
+    def __init__(self, embeds: list[np.ndarray], episodes: list[dict], batch_size: int, length: int, seed: int):
+        self.embeds, self.episodes = embeds, episodes
+        self.batch_size, self.length = batch_size, length
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self) -> dict[str, np.ndarray]:
+        rows = {"embed": [], "action": [], "reward": [], "discount": []}
+        for index in self.rng.integers(0, len(self.episodes), self.batch_size):
+            start = int(self.rng.integers(0, len(self.embeds[index]) - self.length + 1))
+            window = slice(start, start + self.length)
+            rows["embed"].append(self.embeds[index][window])
+            for key in ("action", "reward", "discount"):
+                rows[key].append(self.episodes[index][key][window])
+        return {key: np.stack(value).astype(np.float32) for key, value in rows.items()}
+
+
+def evaluate(agent, env, policy: str, episodes: int, gamma: float) -> dict:
+    """Test-phase returns of `policy`, and (for the head's own policy) Q beside the real discounted returns."""
+    agent.policy.set_policies(test=policy)
+    returns, critic = [], []
+    for _ in range(episodes):
+        episode = run_episode(env, agent.policy, TEST)
+        returns.append(float(np.sum(episode["reward"])))
+        critic.append(critic_vs_returns(agent.world_model, agent.sac, episode, gamma))
+    result = {"return": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
+    for key in critic[0]:
+        result[key] = float(np.mean([c[key] for c in critic]))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--logdir", required=True)
+    parser.add_argument("--rounds", type=int, default=4000, help="learner steps to imitate (each: sac.updates_per_step updates)")
+    parser.add_argument("--eval-every", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=3, help="test episodes per evaluation")
+    parser.add_argument("--set", nargs="*", default=[], dest="overrides", help="config overrides, e.g. sac.n_step=3")
+    parser.add_argument("--keep-head", action="store_true", help="start from the run's own SAC head instead of a fresh one")
+    parser.add_argument("--cem", action="store_true", help="also evaluate CEM on the same model (the yardstick)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", required=True)
+    args = parser.parse_args()
+
+    include = ("world_model/", "sac/") if args.keep_head else ("world_model/",)
+    overrides = [*args.overrides, f"seed={args.seed}"]
+    config, agent, env, step = load_agent(args.logdir, overrides, seed=10_000 + args.seed, include=include)
+    world_model, sac = agent.world_model, agent.sac
+    paths = list_episodes(f"{args.logdir}/train_episodes")
+    episodes = [load_episode(path) for path in paths]
+    rng = tf.random.Generator.from_seed(args.seed)
+    started = time.time()
+    embeds = embed_episodes(world_model, episodes, rng)
+    length, batch_size = config.data.chunk_length, config.data.batch_size
+    agent_steps = sum(len(ep["action"]) - 1 for ep in episodes)
+    result = {
+        "logdir": args.logdir, "checkpoint_step": step, "overrides": args.overrides, "keep_head": args.keep_head,
+        "rounds": args.rounds, "sac_updates": args.rounds * config.sac.updates_per_step,
+        "episodes": len(episodes), "agent_steps": agent_steps,
+        "sac_updates_per_agent_step": args.rounds * config.sac.updates_per_step / agent_steps,
+        "embed_seconds": time.time() - started,
+        "burn_in_gap": burn_in_gap(world_model, embeds, episodes, length),
+        "discount_below_1": int(sum(int(np.sum(ep["discount"] < 1)) for ep in episodes)),
+        "curve": [],
+    }
+    print(json.dumps({key: value for key, value in result.items() if key != "curve"}), flush=True)
+
+    sampler = ChunkSampler(embeds, episodes, batch_size, length, args.seed)
+
+    @tf.function(autograph=False)
+    def round_(chunk):
+        noise = rng.normal([batch_size, length, world_model.rssm.stoch_size])
+        posts, _ = world_model.rssm.observe(chunk["embed"], chunk["action"], noise)
+        return actor_critic_updates(world_model, sac, world_model.rssm.features(posts), chunk, rng)
+
+    train_seconds, metrics = 0.0, {}
+    for index in range(1, args.rounds + 1):
+        tick = time.time()
+        metrics = round_({key: tf.constant(value) for key, value in sampler().items()})
+        train_seconds += time.time() - tick
+        if index % args.eval_every == 0 or index == args.rounds:
+            point = {"round": index, "sac_updates": index * config.sac.updates_per_step, "train_seconds": train_seconds,
+                     **{key: float(value) for key, value in metrics.items()},
+                     "sac": evaluate(agent, env, "sac", args.episodes, config.sac.discount)}
+            result["curve"].append(point)
+            print(json.dumps({key: point[key] for key in ("round", "train_seconds", "sac/q", "sac/alpha", "sac/entropy")}
+                             | {"sac_return": point["sac"]["return"], "q_episode": point["sac"]["sac/q_episode"],
+                                "return_episode": point["sac"]["sac/return_episode"]}), flush=True)
+    result["final"] = {"sac": result["curve"][-1]["sac"],
+                       "sac_guided_cem": evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)}
+    if args.cem:
+        result["final"]["cem"] = evaluate(agent, env, "cem", args.episodes, config.sac.discount)
+    print(json.dumps({name: value["return"] for name, value in result["final"].items()}), flush=True)
+    env.close()
+    with open(args.json, "w") as file:
+        json.dump(result, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -141,6 +141,8 @@ class CEMConfig:
     warm_start: bool = False  # start each step's search from the previous step's plan, shifted by one step (iCEM, TD-MPC)
     exploration_noise: float = 0.3  # Gaussian noise added to planned actions in the train phase
     guide_fraction: float = 0.5  # sac_guided_cem: share of the population drawn from the actor
+    value_weight: float = 1.0  # sac_guided_cem: weight of the critic's value at the horizon in each candidate's score
+    actor_mean: bool = False  # sac_guided_cem: start the search at the mean of the actor's trajectories (else zero / warm start)
 
     def validate(self) -> None:
         for name in ("horizon", "candidates", "iterations", "top_k"):
@@ -149,6 +151,11 @@ class CEMConfig:
         _in_range("cem.discount", self.discount, low=0.0, high=1.0, low_open=True)
         _non_negative("cem.exploration_noise", self.exploration_noise)
         _in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
+        _non_negative("cem.value_weight", self.value_weight)
+        _record("cem.actor_mean", "needs cem.guide_fraction > 0")
+        if self.actor_mean and self.guide_fraction == 0:
+            raise ConfigError("cem.actor_mean=true starts the search at the actor's trajectories, which "
+                              "cem.guide_fraction=0 never draws; set cem.guide_fraction above 0")
 
 
 @dataclasses.dataclass

@@ -87,10 +87,17 @@ def test_unknown_section_is_rejected(tmp_path):
     ("env.task=Pendulum-v1", "must look like 'gym:Pendulum-v1'"),
     ("batch_size=3", "unknown config key 'batch_size'"),
     ("data.batch_size", "expected section.key=value"),
+    ("cem.value_weight=-1", "cem.value_weight=-1.0: must be >= 0"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         apply_overrides(load_config(), [override])
+
+
+def test_actor_mean_needs_actor_trajectories():
+    with pytest.raises(ConfigError, match="cem.actor_mean=true .* set cem.guide_fraction above 0"):
+        apply_overrides(load_config(), ["cem.actor_mean=true", "cem.guide_fraction=0"])
+    assert apply_overrides(load_config(), ["cem.actor_mean=true"]).cem.actor_mean
 
 
 def test_missing_file_and_bad_yaml(tmp_path):

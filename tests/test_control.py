@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -75,6 +77,36 @@ def test_guided_cem_scores_with_the_critic_at_the_horizon():
     discounted = rewards[:, 0] + 0.9 * rewards[:, 1] + 0.81 * rewards[:, 2]
     np.testing.assert_allclose(plain, discounted, rtol=1e-4)
     np.testing.assert_allclose(guided, discounted + 0.729 * value, rtol=1e-4)
+    weighted = cem.rollout_return(model, sac, 0.9, value_weight=0.25)(state, actions, noise)
+    np.testing.assert_allclose(weighted, discounted + 0.25 * 0.729 * value, rtol=1e-4)
+
+
+def test_actor_mean_starts_the_search_at_the_mean_of_the_actor_trajectories():
+    """With cem.actor_mean the first iteration samples around the actor trajectories' mean instead of zero."""
+    model, sac = tiny_agent(action_size=2)
+    state = model.rssm.initial(2)
+    config = CEMConfig(horizon=3, candidates=8, iterations=1, top_k=2, guide_fraction=0.5)
+    sampled = 4
+
+    def first_candidates(actor_mean: bool) -> np.ndarray:
+        seen = []
+
+        def score(start, flat, noise):
+            seen.append(flat.numpy())
+            return tf.zeros([flat.shape[0]])
+
+        cem.search(model, state, dataclasses.replace(config, actor_mean=actor_mean), tf.random.Generator.from_seed(3),
+                   sac, config.guide_fraction, score)
+        return seen[0].reshape(2, config.candidates, 3, 2)
+
+    with_actor, from_zero = first_candidates(True), first_candidates(False)
+    np.testing.assert_array_equal(with_actor[:, sampled:], from_zero[:, sampled:])  # the same actor trajectories
+    actor_mean = with_actor[:, sampled:].mean(1, keepdims=True)  # [B, 1, H, A], computed here from what was scored
+    assert np.abs(actor_mean).max() > 0.05
+    inside = (np.abs(with_actor[:, :sampled]) < 1) & (np.abs(from_zero[:, :sampled]) < 1)  # neither clipped
+    assert inside.mean() > 0.3
+    shift = (with_actor[:, :sampled] - from_zero[:, :sampled])[inside]
+    np.testing.assert_allclose(shift, np.broadcast_to(actor_mean, with_actor[:, :sampled].shape)[inside], atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- SAC

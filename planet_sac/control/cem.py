@@ -29,12 +29,13 @@ def _tile(state: State, count: int) -> State:
     return tf.nest.map_structure(lambda t: tf.repeat(t, count, axis=0), state)
 
 
-def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float) -> ReturnFn:
+def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float, value_weight: float = 1.0) -> ReturnFn:
     """Scores [N, H, A] action sequences from [N] start states.
 
     PlaNet's objective: the discounted sum of predicted rewards, sum_t discount^t r_t
     (its `discounted_return` with discount 0.99). With a SAC head, the critic's value of
-    the actor's action at the horizon is added, discounted by discount^H.
+    the actor's action at the horizon is added, discounted by discount^H and scaled by
+    `value_weight` (1: TD-MPC's estimate of the return beyond the horizon).
     """
 
     def score(state: State, actions: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
@@ -47,7 +48,7 @@ def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float) ->
         last = tf.nest.map_structure(lambda t: t[:, -1], states)
         features = world_model.rssm.features(last)
         value = sac.q_value(features, sac.act(features, tf.zeros_like(actions[:, 0]), True))
-        return returns + discount ** horizon * value
+        return returns + value_weight * discount ** horizon * value
 
     return score
 
@@ -64,14 +65,15 @@ def search(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.ran
     """The CEM search behind `plan`: returns the first action [B, A] and the final plan mean [B, H, A].
 
     `initial_mean` [B, H, A] replaces the zero mean of the first iteration (a warm start
-    from the previous step's plan, see `shift_plan`); the stddev always starts at 1.
+    from the previous step's plan, see `shift_plan`); with a SAC head and `config.actor_mean`
+    the mean of the actor's trajectories takes its place. The stddev always starts at 1.
     Rollouts run in `config.precision`; returns are ranked in float32.
     """
     batch = tf.shape(state["deter"])[0]
     horizon, total, top_k = config.horizon, config.candidates, config.top_k
     action_size = world_model.action_size
     dtype = tf.as_dtype(config.precision)
-    score = score or rollout_return(world_model, sac, config.discount)
+    score = score or rollout_return(world_model, sac, config.discount, config.value_weight)
     start = tf.nest.map_structure(lambda t: tf.cast(t, dtype), _tile(state, total))  # tiled once, not per iteration
     guided = int(round(guide_fraction * total)) if sac is not None else 0
     sampled = total - guided
@@ -80,6 +82,8 @@ def search(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.ran
     if guided:
         guide_actions = _actor_trajectories(world_model, sac, _tile(state, guided), horizon, rng)
         guide_actions = tf.reshape(guide_actions, [batch, guided, horizon, action_size])
+        if config.actor_mean:
+            initial_mean = tf.reduce_mean(guide_actions, 1)
 
     def iteration(i, mean, std):
         samples = mean + std * rng.normal([batch, sampled, horizon, action_size])

@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--eval-policies", nargs="+", default=["random", "cem", "sac"])
+    parser.add_argument("--force", action="store_true",
+                        help="resume OUT/run with a config that differs from its saved one (say why in the README)")
     parser.add_argument("--plot-only", action="store_true", help="only redraw the curve of an existing OUT/run (e.g. a stopped run)")
     args = parser.parse_args()
 
@@ -59,7 +61,7 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     if not args.plot_only:
         print(f"{episodes} episodes of {steps_per_episode} env steps: {train_steps} updates")
-        train(config, logdir, train_steps=train_steps)
+        train(config, logdir, train_steps=train_steps, force=args.force)
 
     rows = curve_rows(logdir)
     with open(os.path.join(args.out, "curve.csv"), "w", newline="") as file:

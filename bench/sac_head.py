@@ -14,6 +14,11 @@ Every `--eval-every` rounds: `--episodes` test-phase episodes with `sac`, and fo
 critic's Q(z_t, a_t+1) beside the real discounted return G_t (first half of the episode).
 At the end also `sac_guided_cem`, and (`--cem`) CEM on the same model, the yardstick.
 
+With `--drift OTHER_LOGDIR` (the same run's later checkpoint, say) it finally measures how far
+the features move when the world model trains on: the relative L2 distance between the two
+models' episode-filtered features of the same episodes, and how much the trained head's Q of
+the recorded actions changes between them (relative to |Q|).
+
 Before training it reports two things about the transitions themselves:
 - burn-in gap: how far the posterior features of a chunk filtered from a zero state are from
   those of the whole episode filtered from its start, k steps into the chunk (relative L2);
@@ -46,7 +51,7 @@ GAP_OFFSETS = (0, 1, 2, 3, 5, 10, 20)
 
 def embed_episodes(world_model, episodes: list[dict], rng: tf.random.Generator) -> list[np.ndarray]:
     """The frozen encoder's embedding of every step of every episode (with dequantisation noise, as in training)."""
-    embed = tf.function(lambda obs: world_model.embed(obs, world_model.observation_noise(rng, obs)), autograph=False)
+    embed = lambda obs: world_model.embed(obs, world_model.observation_noise(rng, obs))  # noqa: E731
     return [np.concatenate([embed(tf.constant(ep[world_model.obs_key][i:i + 256])).numpy()
                             for i in range(0, len(ep["action"]), 256)]) for ep in episodes]
 
@@ -80,6 +85,31 @@ class ChunkSampler:
         return {key: np.stack(value).astype(np.float32) for key, value in rows.items()}
 
 
+def episode_features(world_model, embed: np.ndarray, action: np.ndarray) -> tf.Tensor:
+    """concat(deter, posterior mean) of one episode filtered from its start (as when acting, test phase)."""
+    posts, _ = world_model.rssm.observe(tf.constant(embed[None]), tf.constant(action[None], tf.float32),
+                                        tf.zeros([1, len(embed), world_model.rssm.stoch_size]))
+    return tf.concat([posts["deter"], posts["mean"]], -1)[0]
+
+
+def drift(world_model, other_model, sac, episodes: list[dict], seed: int = 0) -> dict:
+    """Feature and Q change between two world models on the same episodes (the first 4), for the same head."""
+    rng = tf.random.Generator.from_seed(seed)
+    features, q = [], []
+    for episode in episodes[:4]:
+        per_model = []
+        for model in (world_model, other_model):
+            rng.reset_from_seed(seed)  # the same dequantisation noise for both models
+            (embed,) = embed_episodes(model, [episode], rng)
+            per_model.append(episode_features(model, embed, episode["action"]))
+        a, b = per_model
+        action = tf.constant(episode["action"][1:], tf.float32)  # Q(z_t, a_t+1)
+        qa, qb = sac.q_value(a[:-1], action).numpy(), sac.q_value(b[:-1], action).numpy()
+        features.append(float(np.mean(np.linalg.norm(a - b, axis=-1) / np.linalg.norm(a, axis=-1))))
+        q.append(float(np.mean(np.abs(qa - qb)) / np.mean(np.abs(qa))))
+    return {"feature_relative_l2": float(np.mean(features)), "q_relative_change": float(np.mean(q))}
+
+
 def evaluate(agent, env, policy: str, episodes: int, gamma: float) -> dict:
     """Test-phase returns of `policy`, and (for the head's own policy) Q beside the real discounted returns."""
     agent.policy.set_policies(test=policy)
@@ -103,6 +133,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], dest="overrides", help="config overrides, e.g. sac.n_step=3")
     parser.add_argument("--keep-head", action="store_true", help="start from the run's own SAC head instead of a fresh one")
     parser.add_argument("--cem", action="store_true", help="also evaluate CEM on the same model (the yardstick)")
+    parser.add_argument("--drift", metavar="OTHER_LOGDIR", help="also measure feature and Q drift against this run's model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
@@ -156,6 +187,12 @@ def main() -> None:
     if args.cem:
         result["final"]["cem"] = evaluate(agent, env, "cem", args.episodes, config.sac.discount)
     print(json.dumps({name: value["return"] for name, value in result["final"].items()}), flush=True)
+    if args.drift:
+        _, other, other_env, other_step = load_agent(args.drift, include=("world_model/",))
+        other_env.close()
+        result["drift"] = {"other_logdir": args.drift, "other_step": other_step,
+                           **drift(world_model, other.world_model, sac, episodes)}
+        print(json.dumps(result["drift"]), flush=True)
     env.close()
     with open(args.json, "w") as file:
         json.dump(result, file, indent=1)

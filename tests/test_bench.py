@@ -44,3 +44,27 @@ def test_planning_flops_counted_from_the_layer_sizes():
     model = WorldModel(config.model, "image", (64, 64, 3), 6)
     per_step = 2 * (36 * 200 + 400 * 400 + 400 * 200 + 200 * 200 + 200 * 60 + 230 * 100 + 100 * 100 + 100 * 1)
     assert planning_flops(model, config, envs=2) == per_step * 1000 * 12 * 10 * 2
+
+
+def test_sac_head_lab_trains_a_new_head_on_a_frozen_model(tmp_path):
+    """bench/sac_head.py on a smoke run: the update count, the lab's own yardsticks, no drift against itself."""
+    from planet_sac.cli import main
+    from planet_sac.episodes.storage import list_episodes, load_episode
+    from tests.conftest import CONFIGS, ROOT
+
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "5", "--quiet"]) == 0
+    out = tmp_path / "head.json"
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "sac_head.py"), "--logdir", logdir, "--rounds", "4",
+                          "--eval-every", "2", "--episodes", "1", "--set", "sac.updates_per_step=3", "sac.n_step=2",
+                          "--drift", logdir, "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    agent_steps = sum(len(load_episode(path)["action"]) - 1 for path in list_episodes(f"{logdir}/train_episodes"))
+    assert result["sac_updates"] == 12 and abs(result["sac_updates_per_agent_step"] - 12 / agent_steps) < 1e-12
+    assert [point["round"] for point in result["curve"]] == [2, 4]
+    assert all(point["sac/update_finite"] == 1.0 for point in result["curve"])
+    assert set(result["burn_in_gap"]) == {"0", "1", "2", "3", "5"}  # offsets inside a 10-step chunk
+    assert result["burn_in_gap"]["0"] > 0
+    assert result["drift"]["feature_relative_l2"] == 0.0 and result["drift"]["q_relative_change"] == 0.0
+    assert set(result["final"]) == {"sac", "sac_guided_cem"}

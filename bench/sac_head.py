@@ -12,7 +12,9 @@ the head is measured without the drift of the features it sees.
 
 Every `--eval-every` rounds: `--episodes` test-phase episodes with `sac`, and for each the
 critic's Q(z_t, a_t+1) beside the real discounted return G_t (first half of the episode).
-At the end also `sac_guided_cem`, and (`--cem`) CEM on the same model, the yardstick.
+At the end also `sac_guided_cem`, and (`--cem`) CEM on the same model, the yardstick; each
+`--guided` entry (comma-separated `cem.*` overrides, e.g. `cem.value_weight=0.5,cem.actor_mean=true`)
+evaluates `sac_guided_cem` once more with those planner settings and the same trained head.
 
 With `--drift OTHER_LOGDIR` (the same run's later checkpoint, say) it finally measures how far
 the features move when the world model trains on: the relative L2 distance between the two
@@ -42,6 +44,8 @@ import tensorflow as tf
 
 from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
+from planet_sac.config import apply_overrides
+from planet_sac.control.policy import Policy
 from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns
 from planet_sac.episodes.storage import list_episodes, load_episode
 from planet_sac.training.learner import actor_critic_updates
@@ -110,12 +114,13 @@ def drift(world_model, other_model, sac, episodes: list[dict], seed: int = 0) ->
     return {"feature_relative_l2": float(np.mean(features)), "q_relative_change": float(np.mean(q))}
 
 
-def evaluate(agent, env, policy: str, episodes: int, gamma: float) -> dict:
-    """Test-phase returns of `policy`, and (for the head's own policy) Q beside the real discounted returns."""
-    agent.policy.set_policies(test=policy)
+def evaluate(agent, env, policy: str, episodes: int, gamma: float, acting: Policy | None = None) -> dict:
+    """Test-phase returns of `policy` (acting through `acting`, default the agent's), and Q beside the real returns."""
+    acting = acting or agent.policy
+    acting.set_policies(test=policy)
     returns, critic = [], []
     for _ in range(episodes):
-        episode = run_episode(env, agent.policy, TEST)
+        episode = run_episode(env, acting, TEST)
         returns.append(float(np.sum(episode["reward"])))
         critic.append(critic_vs_returns(agent.world_model, agent.sac, episode, gamma))
     result = {"return": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
@@ -133,6 +138,8 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], dest="overrides", help="config overrides, e.g. sac.n_step=3")
     parser.add_argument("--keep-head", action="store_true", help="start from the run's own SAC head instead of a fresh one")
     parser.add_argument("--cem", action="store_true", help="also evaluate CEM on the same model (the yardstick)")
+    parser.add_argument("--guided", nargs="*", default=[], metavar="OVERRIDES",
+                        help="extra sac_guided_cem evaluations, each with comma-separated cem.* overrides")
     parser.add_argument("--drift", metavar="OTHER_LOGDIR", help="also measure feature and Q drift against this run's model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True)
@@ -186,6 +193,11 @@ def main() -> None:
                        "sac_guided_cem": evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)}
     if args.cem:
         result["final"]["cem"] = evaluate(agent, env, "cem", args.episodes, config.sac.discount)
+    for variant in args.guided:
+        cem_config = apply_overrides(config, variant.split(",")).cem
+        acting = Policy(world_model, sac, cem_config, seed=config.seed + 1, jit_compile=config.policy.jit_compile)
+        result["final"][f"sac_guided_cem[{variant}]"] = evaluate(agent, env, "sac_guided_cem", args.episodes,
+                                                                 config.sac.discount, acting)
     print(json.dumps({name: value["return"] for name, value in result["final"].items()}), flush=True)
     if args.drift:
         _, other, other_env, other_step = load_agent(args.drift, include=("world_model/",))

@@ -57,7 +57,8 @@ def test_sac_head_lab_trains_a_new_head_on_a_frozen_model(tmp_path):
     out = tmp_path / "head.json"
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "sac_head.py"), "--logdir", logdir, "--rounds", "4",
                           "--eval-every", "2", "--episodes", "1", "--set", "sac.updates_per_step=3", "sac.n_step=2",
-                          "--drift", logdir, "--json", str(out)], capture_output=True, text=True, timeout=600)
+                          "--drift", logdir, "--guided", "cem.value_weight=0.5,cem.actor_mean=true",
+                          "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(out.read_text())
     agent_steps = sum(len(load_episode(path)["action"]) - 1 for path in list_episodes(f"{logdir}/train_episodes"))
@@ -67,4 +68,4 @@ def test_sac_head_lab_trains_a_new_head_on_a_frozen_model(tmp_path):
     assert set(result["burn_in_gap"]) == {"0", "1", "2", "3", "5"}  # offsets inside a 10-step chunk
     assert result["burn_in_gap"]["0"] > 0
     assert result["drift"]["feature_relative_l2"] == 0.0 and result["drift"]["q_relative_change"] == 0.0
-    assert set(result["final"]) == {"sac", "sac_guided_cem"}
+    assert set(result["final"]) == {"sac", "sac_guided_cem", "sac_guided_cem[cem.value_weight=0.5,cem.actor_mean=true]"}

@@ -171,9 +171,9 @@ class SACConfig:
     target_entropy: float | None = None  # entropy the temperature steers towards; None = -|A|
     discount: float = 0.99  # discount of the critics' targets
     tau: float = 0.005  # Polyak rate of the target critics
-    updates_per_step: int = 1  # SAC updates per world-model update
+    updates_per_step: int = 10  # SAC updates per world-model update (cheap next to a conv model; 1 starves the head)
     batch_size: int = 256  # transitions per SAC update
-    n_step: int = 1  # n-step returns for the critic's target
+    n_step: int = 3  # n-step returns for the critic's target
     burn_in: int = 0  # chunk steps whose posteriors (filtered from a zero state) start no real transition
     imagination_horizon: int = 0  # 0 = off; else also train on rollouts of this length in the model (MBPO/Dreamer)
     real_ratio: float = 1.0  # share of each SAC batch from real chunks; the rest is imagined

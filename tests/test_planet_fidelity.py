@@ -179,11 +179,12 @@ def test_planning_objective_is_the_discounted_sum_of_predicted_rewards(monkeypat
 def test_planner_scores_with_the_configured_discount(monkeypatch):
     seen = []
     real = cem.rollout_return
-    monkeypatch.setattr(cem, "rollout_return", lambda wm, sac, discount: seen.append(discount) or real(wm, sac, discount))
+    monkeypatch.setattr(cem, "rollout_return", lambda wm, sac, discount, value_weight:
+                        seen.append((discount, value_weight)) or real(wm, sac, discount, value_weight))
     model = tiny_state_model()
-    cem.plan(model, model.rssm.initial(1), CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2, discount=0.8),
-             tf.random.Generator.from_seed(0))
-    assert seen == [0.8]
+    cem.plan(model, model.rssm.initial(1), CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2, discount=0.8,
+                                                     value_weight=0.5), tf.random.Generator.from_seed(0))
+    assert seen == [(0.8, 0.5)]
 
 
 # ----------------------------------------------------------------------------- schedule and restore

@@ -46,7 +46,7 @@ from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
 from planet_sac.config import apply_overrides
 from planet_sac.control.policy import Policy
-from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns
+from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns, filtered_features
 from planet_sac.episodes.storage import list_episodes, load_episode
 from planet_sac.training.learner import actor_critic_updates
 
@@ -89,13 +89,6 @@ class ChunkSampler:
         return {key: np.stack(value).astype(np.float32) for key, value in rows.items()}
 
 
-def episode_features(world_model, embed: np.ndarray, action: np.ndarray) -> tf.Tensor:
-    """concat(deter, posterior mean) of one episode filtered from its start (as when acting, test phase)."""
-    posts, _ = world_model.rssm.observe(tf.constant(embed[None]), tf.constant(action[None], tf.float32),
-                                        tf.zeros([1, len(embed), world_model.rssm.stoch_size]))
-    return tf.concat([posts["deter"], posts["mean"]], -1)[0]
-
-
 def drift(world_model, other_model, sac, episodes: list[dict], seed: int = 0) -> dict:
     """Feature and Q change between two world models on the same episodes (the first 4), for the same head."""
     rng = tf.random.Generator.from_seed(seed)
@@ -105,10 +98,10 @@ def drift(world_model, other_model, sac, episodes: list[dict], seed: int = 0) ->
         for model in (world_model, other_model):
             rng.reset_from_seed(seed)  # the same dequantisation noise for both models
             (embed,) = embed_episodes(model, [episode], rng)
-            per_model.append(episode_features(model, embed, episode["action"]))
+            per_model.append(filtered_features(model, tf.constant(embed), tf.constant(episode["action"], tf.float32)))
         a, b = per_model
         action = tf.constant(episode["action"][1:], tf.float32)  # Q(z_t, a_t+1)
-        qa, qb = sac.q_value(a[:-1], action).numpy(), sac.q_value(b[:-1], action).numpy()
+        qa, qb = sac.q_value(tf.constant(a[:-1]), action).numpy(), sac.q_value(tf.constant(b[:-1]), action).numpy()
         features.append(float(np.mean(np.linalg.norm(a - b, axis=-1) / np.linalg.norm(a, axis=-1))))
         q.append(float(np.mean(np.abs(qa - qb)) / np.mean(np.abs(qa))))
     return {"feature_relative_l2": float(np.mean(features)), "q_relative_change": float(np.mean(q))}

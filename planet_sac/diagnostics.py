@@ -50,27 +50,31 @@ def critic_vs_returns(world_model: WorldModel, sac: SAC, episode: dict, gamma: f
             "sac/q_abs_error": float(np.abs(q[:half] - real[:half]).mean())}
 
 
+def filtered_features(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor) -> np.ndarray:
+    """concat(deter, posterior mean) [T, F] of one sequence filtered from a zero state, without sampling noise.
+
+    `embed` [T, E] are encoder outputs and `action` [T, A] the aligned actions (action t led to step t).
+    """
+    posts, _ = world_model.rssm.observe(embed[None], action[None], tf.zeros([1, embed.shape[0], world_model.rssm.stoch_size]))
+    return tf.concat([posts["deter"], posts["mean"]], -1)[0].numpy()
+
+
 def chunk_start_gap(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor, starts: Sequence[int],
                     offsets: Sequence[int]) -> dict[int, float]:
     """Mean relative gap ||f_chunk - f_episode|| / ||f_episode|| at `offsets` steps into chunks starting at `starts`.
 
     `embed` [T, E] and `action` [T, A] are one episode's encoder outputs and aligned actions;
-    f = concat(deter, posterior mean): the episode filtered from step 0 against the chunk
-    filtered from a zero state at its start (no sampling noise in either).
+    f = `filtered_features`: the episode filtered from step 0 against the chunk filtered from
+    a zero state at its start.
     """
-    rssm = world_model.rssm
     steps = int(embed.shape[0])
-    mean_features = lambda posts: tf.concat([posts["deter"], posts["mean"]], -1)[0].numpy()  # noqa: E731
-    zeros = lambda n: tf.zeros([1, n, rssm.stoch_size])  # noqa: E731
-    full, _ = rssm.observe(embed[None], action[None], zeros(steps))
-    full = mean_features(full)
+    full = filtered_features(world_model, embed, action)
+    length = max(offsets) + 1
     gaps: dict[int, list[float]] = {k: [] for k in offsets}
     for start in starts:
-        length = max(offsets) + 1
         if start + length > steps:
             raise ValueError(f"a chunk starting at {start} with offsets up to {max(offsets)} passes the episode's {steps} steps")
-        posts, _ = rssm.observe(embed[None, start:start + length], action[None, start:start + length], zeros(length))
-        chunk = mean_features(posts)
+        chunk = filtered_features(world_model, embed[start:start + length], action[start:start + length])
         for k in offsets:
             gaps[k].append(float(np.linalg.norm(chunk[k] - full[start + k]) / np.linalg.norm(full[start + k])))
     return {k: float(np.mean(values)) for k, values in gaps.items()}

@@ -3,7 +3,8 @@
 `read_curves` extracts the data (what the figure shows, and what tests check);
 `plot_runs` draws it: episode return against environment steps (training episodes and
 test phases, each run labelled, plus mean and standard deviation across runs when there
-are several) and each world-model loss term against gradient updates.
+are several; a test phase that evaluated several policies, `policy.compare`, draws one
+line per policy) and each world-model loss term against gradient updates.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from planet_sac.config import ConfigError
 
 Curve = tuple[np.ndarray, np.ndarray]
 RETURNS = ("train/return", "test/return")
+POLICY_RETURN = "test/return/"  # + policy name: each policy a test phase evaluated (policy.test and policy.compare)
 
 
 def read_curves(logdir: str) -> dict[str, Curve]:
-    """{key: (x, y)} of a run: returns against `env_steps`, `loss/*` and `test/loss/*` against updates (`step`).
+    """{key: (x, y)} of a run: returns (`train/return`, `test/return`, `test/return/<policy>`) against
+    `env_steps`, `loss/*` and `test/loss/*` against updates (`step`).
 
     Lines that are not complete JSON (a run killed mid-write) are skipped; a key logged
     twice at one x keeps its last value (a resumed run repeats no step, but be safe).
@@ -39,7 +42,7 @@ def read_curves(logdir: str) -> dict[str, Curve]:
             for key, value in record.items():
                 if not isinstance(value, (int, float)) or isinstance(value, bool):
                     continue
-                if key in RETURNS and "env_steps" in record:
+                if (key in RETURNS or key.startswith(POLICY_RETURN)) and "env_steps" in record:
                     points.setdefault(key, {})[record["env_steps"]] = value
                 elif key.startswith(("loss/", "test/loss/")) and "step" in record:
                     points.setdefault(key, {})[record["step"]] = value
@@ -126,28 +129,45 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
     smoothing = f", moving average of {smooth_window}" if smooth_window > 1 else ""
     figure.suptitle(f"{', '.join(tasks) or 'planet_sac'}: {len(runs)} run{'s' if several else ''}{smoothing}")
 
-    for axis, key, title in ((halves[0], "train/return", "training episodes (with exploration noise)"),
-                             (halves[1], "test/return", "test phases (no exploration)")):
-        drawn = []
-        for index, (label, curves) in enumerate(runs.items()):
-            if key in curves:
+    # The test panel draws one line per evaluated policy when the runs logged them, else test/return.
+    policy_keys = sorted({key for curves in runs.values() for key in curves if key.startswith(POLICY_RETURN)})
+    panels = ((halves[0], "train/return", ["train/return"], "training episodes (with exploration noise)"),
+              (halves[1], "test/return", policy_keys or ["test/return"], "test phases (no exploration)"))
+    styles = ("o-", "s--", "^:", "D-.")
+    for axis, name, keys, title in panels:
+        drawn_any = False
+        for key_index, key in enumerate(keys):
+            policy = key[len(POLICY_RETURN):] if key.startswith(POLICY_RETURN) else None
+            drawn = []
+            for index, (label, curves) in enumerate(runs.items()):
+                if key not in curves:
+                    continue
                 x, y = curves[key][0], smooth(curves[key][1], smooth_window)
                 drawn.append((x, y))
-                marker = "o-" if key == "test/return" or len(x) <= 50 else "-"  # points stay visible on short runs
-                axis.plot(x, y, marker, color=colors[index % len(colors)], label=label,
-                          markersize=3, linewidth=1 if several else 1.5, alpha=0.55 if several else 1.0)
-        summary = mean_and_std(drawn)
-        if summary is not None:
-            x, mean, std = summary
-            axis.plot(x, mean, color="black", linewidth=2.2, label=f"mean of {len(drawn)} runs")
-            axis.fill_between(x, mean - std, mean + std, color="black", alpha=0.15, label="± 1 std across runs")
-        if not drawn:
-            axis.text(0.5, 0.5, f"no {key} logged yet", ha="center", va="center", transform=axis.transAxes)
-        axis.set_title(f"{key}: {title}")
+                # One run: a color per policy. Several: a color per run, a line style per policy.
+                color = colors[(index if several else key_index) % len(colors)]
+                style = styles[key_index % len(styles)] if several else "o-"
+                if name == "train/return" and len(x) > 50:
+                    style = "-"  # points stay visible on short runs only
+                text = " ".join(part for part in ((label if several or policy is None else None), policy) if part)
+                axis.plot(x, y, style, color=color, label=text, markersize=3,
+                          linewidth=1 if several else 1.5, alpha=0.55 if several else 1.0)
+            summary = mean_and_std(drawn)
+            if summary is not None:
+                x, mean, std = summary
+                shade = "black" if len(keys) == 1 else colors[key_index % len(colors)]
+                suffix = f" {policy}" if policy else ""
+                axis.plot(x, mean, color=shade, linewidth=2.2, label=f"mean of {len(drawn)} runs{suffix}")
+                axis.fill_between(x, mean - std, mean + std, color=shade, alpha=0.15,
+                                  label=f"± 1 std across runs{suffix}")
+            drawn_any = drawn_any or bool(drawn)
+        if not drawn_any:
+            axis.text(0.5, 0.5, f"no {name} logged yet", ha="center", va="center", transform=axis.transAxes)
+        axis.set_title(f"{name}: {title}")
         axis.set_xlabel("environment steps (simulator steps, incl. action repeat)")
         axis.set_ylabel("episode return (sum of rewards)")
         axis.grid(alpha=0.3)
-        if drawn:
+        if drawn_any:
             axis.legend(fontsize=8)
 
     for position, key in enumerate(loss_keys):

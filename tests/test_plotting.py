@@ -106,3 +106,23 @@ def test_plot_does_not_load_tensorflow(tmp_path):
             "assert 'tensorflow' not in sys.modules")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_each_evaluated_policy_is_its_own_test_curve(tmp_path):
+    # A run that compared policies at its test phases (policy.compare): one curve per policy, as logged.
+    records = [
+        {"step": 10, "phase": "test", "env_steps": 1000, "test/return": 30.0, "test/return/cem": 30.0,
+         "test/return/sac": 12.0, "test/return/sac_guided_cem": 25.0},
+        {"step": 20, "phase": "test", "env_steps": 2000, "test/return": 80.0, "test/return/cem": 80.0,
+         "test/return/sac": 90.0},
+    ]
+    logdir = write_run(tmp_path / "compare", records)
+    curves = read_curves(logdir)
+    for key, (x, y) in {"test/return/cem": ([1000, 2000], [30, 80]), "test/return/sac": ([1000, 2000], [12, 90]),
+                        "test/return/sac_guided_cem": ([1000], [25])}.items():
+        np.testing.assert_array_equal(curves[key][0], x, err_msg=key)
+        np.testing.assert_array_equal(curves[key][1], y, err_msg=key)
+    out = tmp_path / "compare.png"
+    other = write_run(tmp_path / "other", records)
+    assert main(["plot", logdir, other, "--out", str(out)]) == 0
+    assert Image.open(out).size[0] > 800

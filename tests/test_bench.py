@@ -69,3 +69,52 @@ def test_sac_head_lab_trains_a_new_head_on_a_frozen_model(tmp_path):
     assert result["burn_in_gap"]["0"] > 0
     assert result["drift"]["feature_relative_l2"] == 0.0 and result["drift"]["q_relative_change"] == 0.0
     assert set(result["final"]) == {"sac", "sac_guided_cem", "sac_guided_cem[cem.value_weight=0.5,cem.actor_mean=true]"}
+
+
+def _load_bench_module(name: str):
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_collect_cost_times_each_collecting_policy_on_a_checkpoint(tmp_path):
+    """bench/collect_cost.py on a smoke run: per-episode cost = collect_every updates + one collected episode."""
+    from planet_sac.cli import main
+    from tests.conftest import CONFIGS, ROOT
+
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "10",
+                 "--quiet"]) == 0
+    out, png = tmp_path / "cost.json", tmp_path / "hours.png"
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "collect_cost.py"), "--logdir", logdir, "--episodes", "1",
+                          "--updates", "2", "--json", str(out), "--runs", logdir, "--out", str(png)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["collect_every"] == 10 and set(result["episode_seconds"]) == {"cem", "sac"}
+    for name, seconds in result["episode_seconds"].items():
+        assert len(result["collect_seconds"][name]) == 1
+        assert abs(seconds - (10 * result["update_seconds"] + result["collect_seconds"][name][0])) < 1e-9
+    assert png.stat().st_size > 10_000
+
+
+def test_training_hours_count_collected_episodes_past_the_seed_episodes(tmp_path):
+    collect_cost = _load_bench_module("collect_cost")
+    (tmp_path / "config.yaml").write_text("env:\n  task: gym:Pendulum-v1\n  obs: state\n"
+                                          "data:\n  seed_episodes: 5\npolicy:\n  train: sac\n")
+    records = [{"step": 10, "phase": "train", "episodes": 6, "train/return": 1.0},
+               {"step": 20, "phase": "test", "episodes": 7, "test/return": 3.0, "test/return/sac": 3.0,
+                "test/return/cem": 4.0},
+               {"step": 40, "phase": "test", "episodes": 17, "test/return/sac": 9.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records) + '{"step": 5')
+    collector, curves = collect_cost.training_hours(str(tmp_path), {"cem": 100.0, "sac": 36.0})
+    assert collector == "sac"
+    # (7 - 5) and (17 - 5) episodes at 36 s each, in hours.
+    assert curves["test/return/sac"][0].tolist() == [2 * 36 / 3600, 12 * 36 / 3600]
+    assert curves["test/return/sac"][1].tolist() == [3.0, 9.0]
+    assert curves["test/return/cem"][0].tolist() == [2 * 36 / 3600] and curves["test/return/cem"][1].tolist() == [4.0]

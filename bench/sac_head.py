@@ -125,7 +125,9 @@ def evaluate(agent, env, policy: str, episodes: int, gamma: float, acting: Polic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logdir", required=True)
-    parser.add_argument("--rounds", type=int, default=4000, help="learner steps to imitate (each: sac.updates_per_step updates)")
+    parser.add_argument("--rounds", type=int, default=4000,
+                        help="learner steps to imitate (each: sac.updates_per_step updates); 0 with --keep-head "
+                             "evaluates the run's own head (e.g. planner variants with --guided)")
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--episodes", type=int, default=3, help="test episodes per evaluation")
     parser.add_argument("--set", nargs="*", default=[], dest="overrides", help="config overrides, e.g. sac.n_step=3")
@@ -137,6 +139,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
+    if args.rounds < 0 or (args.rounds == 0 and not args.keep_head):
+        parser.error(f"--rounds {args.rounds}: train a new head for 1 or more rounds, or pass --keep-head with 0")
 
     include = ("world_model/", "sac/") if args.keep_head else ("world_model/",)
     overrides = [*args.overrides, f"seed={args.seed}"]
@@ -182,7 +186,8 @@ def main() -> None:
             print(json.dumps({key: point[key] for key in ("round", "train_seconds", "sac/q", "sac/alpha", "sac/entropy")}
                              | {"sac_return": point["sac"]["return"], "q_episode": point["sac"]["sac/q_episode"],
                                 "return_episode": point["sac"]["sac/return_episode"]}), flush=True)
-    result["final"] = {"sac": result["curve"][-1]["sac"],
+    trained_head = result["curve"][-1]["sac"] if result["curve"] else None  # --rounds 0: the head as loaded
+    result["final"] = {"sac": trained_head or evaluate(agent, env, "sac", args.episodes, config.sac.discount),
                        "sac_guided_cem": evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)}
     if args.cem:
         result["final"]["cem"] = evaluate(agent, env, "cem", args.episodes, config.sac.discount)

@@ -177,6 +177,7 @@ class SACConfig:
     burn_in: int = 0  # chunk steps whose posteriors (filtered from a zero state) start no real transition
     imagination_horizon: int = 0  # 0 = off; else also train on rollouts of this length in the model (MBPO/Dreamer)
     real_ratio: float = 1.0  # share of each SAC batch from real chunks; the rest is imagined
+    catchup_rounds: int = 0  # 0 = off; else SAC-only rounds on the frozen model before each test phase and SAC-collected episode
     action_bounds: Literal["tanh", "invert_gradients"] = "tanh"  # squash actions, or invert gradients at the bounds
 
     def validate(self) -> None:
@@ -188,6 +189,11 @@ class SACConfig:
         _positive("sac.n_step", self.n_step)
         _non_negative("sac.burn_in", self.burn_in)
         _non_negative("sac.imagination_horizon", self.imagination_horizon)
+        _non_negative("sac.catchup_rounds", self.catchup_rounds)
+        _record("sac.catchup_rounds", "needs sac.updates_per_step > 0")
+        if self.catchup_rounds and not self.updates_per_step:
+            raise ConfigError(f"sac.catchup_rounds={self.catchup_rounds} repeats sac.updates_per_step SAC updates per round, "
+                              "which is 0; set sac.updates_per_step above 0")
         _in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
         _record("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
         if self.real_ratio < 1.0 and self.imagination_horizon < self.n_step:
@@ -255,6 +261,10 @@ class Config:
         for key in ("sac.burn_in", "sac.n_step"):
             _record(key, "sac.burn_in + sac.n_step < data.chunk_length - 1")
         _record("model.overshooting_distance", "<= data.chunk_length - 2")
+        _record("sac.catchup_rounds", "not with optim.strategy=multi_worker")
+        if self.sac.catchup_rounds and self.optim.strategy == "multi_worker":
+            raise ConfigError("sac.catchup_rounds runs on one worker's batches, which would give each worker a "
+                              "different SAC head; set it to 0 under optim.strategy=multi_worker")
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be smaller than "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")

@@ -174,3 +174,18 @@ def test_learner_counts_skipped_sac_updates_and_keeps_the_world_model_update(smo
     changed = [name for name, v in named_variables([learner.world_model]).items()
                if not np.array_equal(v.numpy(), world_model[name])]
     assert changed  # the world model still trained on this finite batch
+
+
+def test_catch_up_trains_the_head_alone_on_the_frozen_model(smoke_config):
+    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3", "sac.catchup_rounds=1"]))
+    learner.update(state_batch())
+    model = {name: v.numpy() for name, v in named_variables([learner.world_model, learner.optimizer]).items()}
+    head = sac_state(learner.sac)
+    iterations = int(learner.sac.critic_optimizer.iterations.numpy())
+    metrics = learner.catch_up(state_batch(seed=2))
+    assert float(metrics["sac/update_finite"]) == 1.0 and set(SAC.METRICS) <= set(metrics)
+    for name, value in named_variables([learner.world_model, learner.optimizer]).items():
+        np.testing.assert_array_equal(value.numpy(), model[name], err_msg=name)  # the model and its Adam: frozen
+    assert int(learner.sac.critic_optimizer.iterations.numpy()) == iterations + 3  # updates_per_step SAC updates
+    changed = [name for name, value in sac_state(learner.sac).items() if not np.array_equal(value, head[name])]
+    assert any("actor" in name for name in changed) and any("critic1" in name for name in changed)

@@ -51,3 +51,34 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
 def test_compare_list_is_validated(smoke_config, value, message):
     with pytest.raises(ConfigError, match=message):
         apply_overrides(smoke_config, [f"policy.compare={value}"])
+
+
+@pytest.mark.parametrize("train_policy, catchups", [("cem", 1), ("sac", 2)])
+def test_catch_up_rounds_run_before_each_test_phase_and_each_sac_collection(smoke_config, tmp_path, train_policy,
+                                                                           catchups):
+    """10 updates, one collection and one test phase: catch-up before the test phase, and before the collection
+    only when the head collects. SAC updates counted by hand: 10 x 1 per update + 3 rounds x 1 per catch-up."""
+    from planet_sac.training.trainer import Trainer
+
+    config = apply_overrides(smoke_config, ["schedule.train_steps=10", "schedule.train_phase_steps=10",
+                                            "schedule.collect_every=10", f"policy.train={train_policy}",
+                                            "sac.updates_per_step=1", "sac.catchup_rounds=3"])
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    try:
+        trainer.run()
+        assert int(trainer.learner.optimizer.iterations.numpy()) == 10  # the world model: updates only
+        assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 10 + 3 * catchups
+    finally:
+        trainer.close()
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    (test,) = [record for record in records if record["phase"] == "test"]
+    assert "catchup/sac/q" in test and "test/return" in test
+    collected = [record for record in records if "train/return" in record]
+    assert ("catchup/sac/q" in collected[0]) == (train_policy == "sac")
+
+
+def test_catch_up_needs_sac_updates(smoke_config):
+    with pytest.raises(ConfigError, match="sac.catchup_rounds=2"):
+        apply_overrides(smoke_config, ["sac.updates_per_step=0", "sac.catchup_rounds=2"])
+    with pytest.raises(ConfigError, match="multi_worker"):
+        apply_overrides(smoke_config, ["optim.strategy=multi_worker", "optim.jit_compile=false", "sac.catchup_rounds=2"])

@@ -74,12 +74,27 @@ class Learner(tf.Module):
                 self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
         self.update = tf.function(self._update, jit_compile=optim.jit_compile, autograph=False)
         self.evaluate = tf.function(self._evaluate, autograph=False)
+        self.catch_up = tf.function(self._catch_up, jit_compile=optim.jit_compile, autograph=False)
 
     def _evaluate(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """The world model's loss terms on a batch, without an update (held-out loss, as PlaNet's test phase)."""
         size, length = batch["action"].shape[0], batch["action"].shape[1]
         _, metrics, _ = self.world_model.loss(batch, self.world_model.sample_noise(self.rng, size, length))
         return metrics
+
+    def _catch_up(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """One round of the actor-critic part alone: its updates on the batch's posterior features, the model frozen.
+
+        The SAC head trails a world model that changes every update (README, "The SAC head on
+        pixels"); rounds without a model update let it catch up with the current features.
+        """
+        wm = self.world_model
+        size, length = batch["action"].shape[0], batch["action"].shape[1]
+        obs = batch[wm.obs_key]
+        embed = wm.embed(obs, wm.observation_noise(self.rng, obs))
+        posts, _ = wm.rssm.observe(embed, batch["action"], self.rng.normal([size, length, wm.rssm.stoch_size]))
+        features = tf.stop_gradient(wm.rssm.features(posts))
+        return actor_critic_updates(wm, self.sac, features, batch, self.rng)
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One world-model update, then the actor-critic's updates on the posterior features it produced."""

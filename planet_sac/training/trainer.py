@@ -39,6 +39,8 @@ from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
 from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir
 
+SAC_ACTING = ("sac", "sac_guided_cem")  # training policies that act with the SAC head
+
 log = logging.getLogger("planet_sac")
 
 EVAL_VIDEO_SIZE = 128
@@ -198,14 +200,16 @@ class Trainer:
         done = int(self.counters.step.numpy()) // self.config.schedule.train_phase_steps
         return TEST if done > int(self.counters.test_phases.numpy()) else TRAIN
 
-    def run_test_phase(self) -> dict:
+    def run_test_phase(self, extra: dict | None = None) -> dict:
         """Evaluates the model on held-out episodes and each test policy on `schedule.test_episodes` episodes.
+
+        `extra` values (e.g. the catch-up's metrics) are logged in the same record.
 
         `policy.test`'s episodes are saved to `test_episodes/` and logged as `test/return`;
         every policy, including those in `policy.compare`, is logged as `test/return/<name>`,
         so the policies can be compared on the same world model at every test phase.
         """
-        values = self.held_out_loss()
+        values = {**(extra or {}), **self.held_out_loss()}
         recorder = self._video_recorder()
         episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, self.test_dir).run(
             self.config.schedule.test_episodes)
@@ -268,6 +272,18 @@ class Trainer:
         metrics = self.learner.evaluate(batch)
         return {f"test/{key}": float(value) for key, value in metrics.items() if key.startswith("loss/")}
 
+    def catch_up_head(self, batches: Iterator[dict]) -> dict:
+        """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
+
+        Run before each test phase and before each episode the head collects, so that the head acts
+        on the features of the current model rather than trailing them. Returns the last round's
+        metrics as `catchup/sac/*` (empty when off).
+        """
+        metrics: dict = {}
+        for _ in range(self.config.sac.catchup_rounds):
+            metrics = self.learner.catch_up(next(batches))
+        return {f"catchup/{key}": float(value) for key, value in metrics.items()}
+
     def collect_train_episodes(self) -> list[dict]:
         """One episode per training environment, with the train-phase policy, into `train_episodes/`."""
         envs = self._train_envs()
@@ -309,7 +325,7 @@ class Trainer:
             while not self._stop.is_set():
                 if self.phase() == TEST:
                     bar.set_description(TEST)
-                    last = self.run_test_phase()
+                    last = self.run_test_phase(self.catch_up_head(batches))
                     log.info("step %d: test return %.1f", step, last["test/return"])
                     continue
                 if step >= total:
@@ -327,6 +343,8 @@ class Trainer:
                     )
                 values = {}
                 if self.collects and step % collect_every == 0:
+                    if self.config.policy.train in SAC_ACTING:
+                        values.update(self.catch_up_head(batches))
                     episodes = self.collect_train_episodes()
                     values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
                     values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))

@@ -48,7 +48,7 @@ from planet_sac.config import apply_overrides
 from planet_sac.control.policy import Policy
 from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns, filtered_features
 from planet_sac.episodes.storage import list_episodes, load_episode
-from planet_sac.training.learner import actor_critic_updates
+from planet_sac.training.learner import head_round
 
 GAP_OFFSETS = (0, 1, 2, 3, 5, 10, 20)
 
@@ -167,11 +167,7 @@ def main() -> None:
 
     sampler = ChunkSampler(embeds, episodes, batch_size, length, args.seed)
 
-    @tf.function(autograph=False)
-    def round_(chunk):
-        noise = rng.normal([batch_size, length, world_model.rssm.stoch_size])
-        posts, _ = world_model.rssm.observe(chunk["embed"], chunk["action"], noise)
-        return actor_critic_updates(world_model, sac, world_model.rssm.features(posts), chunk, rng)
+    round_ = tf.function(lambda chunk: head_round(world_model, sac, chunk["embed"], chunk, rng), autograph=False)
 
     train_seconds, metrics = 0.0, {}
     for index in range(1, args.rounds + 1):

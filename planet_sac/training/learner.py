@@ -88,13 +88,9 @@ class Learner(tf.Module):
         The SAC head trails a world model that changes every update (README, "The SAC head on
         pixels"); rounds without a model update let it catch up with the current features.
         """
-        wm = self.world_model
-        size, length = batch["action"].shape[0], batch["action"].shape[1]
-        obs = batch[wm.obs_key]
-        embed = wm.embed(obs, wm.observation_noise(self.rng, obs))
-        posts, _ = wm.rssm.observe(embed, batch["action"], self.rng.normal([size, length, wm.rssm.stoch_size]))
-        features = tf.stop_gradient(wm.rssm.features(posts))
-        return actor_critic_updates(wm, self.sac, features, batch, self.rng)
+        obs = batch[self.world_model.obs_key]
+        embed = self.world_model.embed(obs, self.world_model.observation_noise(self.rng, obs))
+        return head_round(self.world_model, self.sac, embed, batch, self.rng)
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One world-model update, then the actor-critic's updates on the posterior features it produced."""
@@ -226,7 +222,7 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
     and discount). Each update samples `round(batch_size * real_ratio)` real transitions and
     fills the rest with transitions along fresh rollouts of the model under the current actor,
     started from posterior states of the same chunks (see `control/transitions.py`). The learner
-    calls this after every world-model update; `bench/sac_head.py` calls it on a frozen model.
+    calls this after every world-model update; `head_round` on a frozen model.
     """
     cfg = sac.config
     n = cfg.n_step
@@ -256,6 +252,16 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
         metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n)
         skipped += 1.0 - metrics["sac/update_finite"]
     return dict(metrics, **{"sac/skipped_updates": skipped})
+
+
+def head_round(world_model: WorldModel, sac: SAC, embed: tf.Tensor, batch: Batch,
+               rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
+    """The actor-critic part on a frozen model: filter the chunks' posteriors from their embeddings [B, T, E]
+    (sampled latents, as in training), then `actor_critic_updates`. `Learner.catch_up` and `bench/sac_head.py` use it."""
+    size, length = batch["action"].shape[0], batch["action"].shape[1]
+    posts, _ = world_model.rssm.observe(embed, batch["action"], rng.normal([size, length, world_model.rssm.stoch_size]))
+    features = tf.stop_gradient(world_model.rssm.features(posts))
+    return actor_critic_updates(world_model, sac, features, batch, rng)
 
 
 def flatten_time(x: tf.Tensor) -> tf.Tensor:

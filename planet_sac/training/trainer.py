@@ -39,10 +39,10 @@ from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
 from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir
 
-SAC_ACTING = ("sac", "sac_guided_cem")  # training policies that act with the SAC head
-
 log = logging.getLogger("planet_sac")
 
+SAC_ACTING = ("sac", "sac_guided_cem")
+"""Training policies that act with the SAC head: the head catches up before each episode they collect."""
 EVAL_VIDEO_SIZE = 128
 """Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
 TEST_SEED_OFFSET = 10_000

@@ -97,6 +97,7 @@ def test_collect_cost_times_each_collecting_policy_on_a_checkpoint(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["collect_every"] == 10 and set(result["episode_seconds"]) == {"cem", "sac"}
+    assert result["catchup_round_seconds"] > 0
     for name, seconds in result["episode_seconds"].items():
         assert len(result["collect_seconds"][name]) == 1
         assert abs(seconds - (10 * result["update_seconds"] + result["collect_seconds"][name][0])) < 1e-9
@@ -118,3 +119,18 @@ def test_training_hours_count_collected_episodes_past_the_seed_episodes(tmp_path
     assert curves["test/return/sac"][0].tolist() == [2 * 36 / 3600, 12 * 36 / 3600]
     assert curves["test/return/sac"][1].tolist() == [3.0, 9.0]
     assert curves["test/return/cem"][0].tolist() == [2 * 36 / 3600] and curves["test/return/cem"][1].tolist() == [4.0]
+
+
+def test_training_hours_add_catch_up_rounds_only_to_runs_collecting_with_the_head(tmp_path):
+    collect_cost = _load_bench_module("collect_cost")
+    records = [{"step": 20, "phase": "test", "episodes": 9, "test/return/cem": 5.0}]
+    for name in ("sac", "cem"):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.yaml").write_text("env:\n  task: gym:Pendulum-v1\n  obs: state\ndata:\n  seed_episodes: 5\n"
+                                         f"sac:\n  catchup_rounds: 3\npolicy:\n  train: {name}\n")
+        (run / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    costs = {"cem": 100.0, "sac": 36.0}
+    # SAC collects: (9 - 5) episodes x (36 s + 3 catch-up rounds x 2 s); CEM collects: no catch-up.
+    assert collect_cost.training_hours(str(tmp_path / "sac"), costs, 2.0)[1]["test/return/cem"][0].tolist() == [4 * 42 / 3600]
+    assert collect_cost.training_hours(str(tmp_path / "cem"), costs, 2.0)[1]["test/return/cem"][0].tolist() == [4 * 100 / 3600]

@@ -45,6 +45,25 @@ def test_run_writes_its_outputs(trained):
     assert [row["step"] for row in rows if "test/return" in row] == [10, 20]
 
 
+def test_metrics_say_where_the_wall_clock_went(tmp_path):
+    """time/update_seconds per update, time/collect_seconds per log window and time/test_seconds per test phase:
+    positive where work was done, zero where none was, and never more than the wall-clock between records."""
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "8", "--set", "schedule.collect_every=4",
+                 "--set", "schedule.log_every=2", "--set", "schedule.train_phase_steps=4", "--quiet"]) == 0
+    rows = records(logdir)
+    train_rows = [row for row in rows if row["phase"] == "train" and "loss/total" in row]
+    assert [row["step"] for row in train_rows] == [2, 4, 6, 8]
+    assert all(row["time/update_seconds"] > 0 for row in train_rows)
+    assert [row["step"] for row in train_rows if row["time/collect_seconds"] > 0] == [4, 8]  # collect_every 4
+    assert all("train/return" in row for row in train_rows if row["time/collect_seconds"] > 0)
+    test_rows = [row for row in rows if row["phase"] == "test"]
+    assert [row["step"] for row in test_rows] == [4, 8] and all(row["time/test_seconds"] > 0 for row in test_rows)
+    for previous, row in zip(train_rows, train_rows[1:]):
+        accounted = row["time/update_seconds"] * (row["step"] - previous["step"]) + row["time/collect_seconds"]
+        assert accounted <= row["time"] - previous["time"] + 0.01, (previous, row)
+
+
 def test_event_files_are_readable(trained):
     logdir, _ = trained
     tags = set()

@@ -209,6 +209,7 @@ class Trainer:
         every policy, including those in `policy.compare`, is logged as `test/return/<name>`,
         so the policies can be compared on the same world model at every test phase.
         """
+        start = time.perf_counter()
         values = {**(extra or {}), **self.held_out_loss()}
         recorder = self._video_recorder()
         episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, self.test_dir).run(
@@ -224,6 +225,7 @@ class Trainer:
         for name in self.config.policy.compare:
             if name != self.config.policy.test:
                 values[f"test/return/{name}"] = self._compare_return(name)
+        values["time/test_seconds"] = time.perf_counter() - start
         self.counters.test_phases.assign_add(1)
         record = self._log(values, TEST)
         if recorder is not None and recorder.error is not None:  # a failed render never stops training
@@ -320,7 +322,7 @@ class Trainer:
         metrics = None
         bar = tqdm(total=total, initial=min(step, total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
-        window_start, window_steps = time.perf_counter(), 0
+        window_start, window_steps, update_seconds, collect_seconds = time.perf_counter(), 0, 0.0, 0.0
         with _graceful_stop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
@@ -331,8 +333,10 @@ class Trainer:
                 if step >= total:
                     break
                 bar.set_description(TRAIN)
+                update_start = time.perf_counter()
                 metrics = self.learner.update(next(batches))
                 step = int(self.counters.step.assign_add(1).numpy())
+                update_seconds += time.perf_counter() - update_start
                 window_steps += 1
                 bar.update(1)
                 if int(self.learner.consecutive_skips.numpy()) >= self.config.optim.max_nonfinite_updates:
@@ -343,9 +347,11 @@ class Trainer:
                     )
                 values = {}
                 if self.collects and step % collect_every == 0:
+                    collect_start = time.perf_counter()
                     if self.config.policy.train in SAC_ACTING:
                         values.update(self.catch_up_head(batches))
                     episodes = self.collect_train_episodes()
+                    collect_seconds += time.perf_counter() - collect_start
                     values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
                     values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
                     log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
@@ -356,9 +362,12 @@ class Trainer:
                     elapsed = time.perf_counter() - window_start
                     values.update({key: float(value) for key, value in metrics.items()})
                     values["train/steps_per_second"] = window_steps / max(elapsed, 1e-9)
+                    # Where the window's wall-clock went: updates (batch wait included) and collection.
+                    values["time/update_seconds"] = update_seconds / max(window_steps, 1)
+                    values["time/collect_seconds"] = collect_seconds
                     values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()
                                    if isinstance(value, (int, float))})
-                    window_start, window_steps = time.perf_counter(), 0
+                    window_start, window_steps, update_seconds, collect_seconds = time.perf_counter(), 0, 0.0, 0.0
                     last = self._log(values, TRAIN)
                     bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
                                     sps=f"{values['train/steps_per_second']:.1f}")

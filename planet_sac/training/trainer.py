@@ -322,7 +322,7 @@ class Trainer:
         metrics = None
         bar = tqdm(total=total, initial=min(step, total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
-        window_start, window_steps, update_seconds, collect_seconds = time.perf_counter(), 0, 0.0, 0.0
+        window = _LogWindow()
         with _graceful_stop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
@@ -336,8 +336,7 @@ class Trainer:
                 update_start = time.perf_counter()
                 metrics = self.learner.update(next(batches))
                 step = int(self.counters.step.assign_add(1).numpy())
-                update_seconds += time.perf_counter() - update_start
-                window_steps += 1
+                window.updated(update_start)
                 bar.update(1)
                 if int(self.learner.consecutive_skips.numpy()) >= self.config.optim.max_nonfinite_updates:
                     raise NonFiniteError(
@@ -351,7 +350,7 @@ class Trainer:
                     if self.config.policy.train in SAC_ACTING:
                         values.update(self.catch_up_head(batches))
                     episodes = self.collect_train_episodes()
-                    collect_seconds += time.perf_counter() - collect_start
+                    window.collected(collect_start)
                     values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
                     values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
                     log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
@@ -359,15 +358,10 @@ class Trainer:
                 if step % schedule.log_every == 0 or values:
                     if not self.collects and not self.offline:
                         self._sync_episode_counters()  # episodes arrive from collector processes
-                    elapsed = time.perf_counter() - window_start
                     values.update({key: float(value) for key, value in metrics.items()})
-                    values["train/steps_per_second"] = window_steps / max(elapsed, 1e-9)
-                    # Where the window's wall-clock went: updates (batch wait included) and collection.
-                    values["time/update_seconds"] = update_seconds / max(window_steps, 1)
-                    values["time/collect_seconds"] = collect_seconds
+                    values.update(window.close())
                     values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()
                                    if isinstance(value, (int, float))})
-                    window_start, window_steps, update_seconds, collect_seconds = time.perf_counter(), 0, 0.0, 0.0
                     last = self._log(values, TRAIN)
                     bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
                                     sps=f"{values['train/steps_per_second']:.1f}")
@@ -398,6 +392,33 @@ class Trainer:
         for env in (self.envs, self.test_env):
             if env is not None:
                 env.close()
+
+
+class _LogWindow:
+    """The wall-clock of the updates since the last training record: speed, and where the time went."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.start, self.updates, self.update_seconds, self.collect_seconds = time.perf_counter(), 0, 0.0, 0.0
+
+    def updated(self, since: float) -> None:
+        """One learner update (its batch wait included) that began at perf_counter() `since`."""
+        self.updates += 1
+        self.update_seconds += time.perf_counter() - since
+
+    def collected(self, since: float) -> None:
+        """Training episodes collected (the SAC head's catch-up included) since perf_counter() `since`."""
+        self.collect_seconds += time.perf_counter() - since
+
+    def close(self) -> dict[str, float]:
+        """The window's scalars; a new window starts."""
+        values = {"train/steps_per_second": self.updates / max(time.perf_counter() - self.start, 1e-9),
+                  "time/update_seconds": self.update_seconds / max(self.updates, 1),
+                  "time/collect_seconds": self.collect_seconds}
+        self._reset()
+        return values
 
 
 class _graceful_stop:

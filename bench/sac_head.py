@@ -14,7 +14,8 @@ Every `--eval-every` rounds: `--episodes` test-phase episodes with `sac`, and fo
 critic's Q(z_t, a_t+1) beside the real discounted return G_t (first half of the episode).
 At the end also `sac_guided_cem`, and (`--cem`) CEM on the same model, the yardstick; each
 `--guided` entry (comma-separated `cem.*` overrides, e.g. `cem.value_weight=0.5,cem.actor_mean=true`)
-evaluates `sac_guided_cem` once more with those planner settings and the same trained head.
+evaluates `sac_guided_cem` once more with those planner settings and the same trained head;
+each `--planned` entry does the same for CEM.
 
 With `--drift OTHER_LOGDIR` (the same run's later checkpoint, say) it finally measures how far
 the features move when the world model trains on: the relative L2 distance between the two
@@ -135,6 +136,8 @@ def main() -> None:
     parser.add_argument("--cem", action="store_true", help="also evaluate CEM on the same model (the yardstick)")
     parser.add_argument("--guided", nargs="*", default=[], metavar="OVERRIDES",
                         help="extra sac_guided_cem evaluations, each with comma-separated cem.* overrides")
+    parser.add_argument("--planned", nargs="*", default=[], metavar="OVERRIDES",
+                        help="extra CEM evaluations, each with comma-separated cem.* overrides")
     parser.add_argument("--drift", metavar="OTHER_LOGDIR", help="also measure feature and Q drift against this run's model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True)
@@ -187,11 +190,12 @@ def main() -> None:
                        "sac_guided_cem": evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)}
     if args.cem:
         result["final"]["cem"] = evaluate(agent, env, "cem", args.episodes, config.sac.discount)
-    for variant in args.guided:
-        cem_config = apply_overrides(config, variant.split(",")).cem
-        acting = Policy(world_model, sac, cem_config, seed=config.seed + 1, jit_compile=config.policy.jit_compile)
-        result["final"][f"sac_guided_cem[{variant}]"] = evaluate(agent, env, "sac_guided_cem", args.episodes,
-                                                                 config.sac.discount, acting)
+    for policy, variants in (("sac_guided_cem", args.guided), ("cem", args.planned)):
+        for variant in variants:
+            cem_config = apply_overrides(config, variant.split(",")).cem
+            acting = Policy(world_model, sac, cem_config, seed=config.seed + 1, jit_compile=config.policy.jit_compile)
+            result["final"][f"{policy}[{variant}]"] = evaluate(agent, env, policy, args.episodes,
+                                                              config.sac.discount, acting)
     print(json.dumps({name: value["return"] for name, value in result["final"].items()}), flush=True)
     if args.drift:
         _, other, other_env, other_step = load_agent(args.drift, include=("world_model/",))

@@ -109,6 +109,43 @@ def test_actor_mean_starts_the_search_at_the_mean_of_the_actor_trajectories():
     np.testing.assert_allclose(shift, np.broadcast_to(actor_mean, with_actor[:, :sampled].shape)[inside], atol=1e-5)
 
 
+def test_select_elite_acts_from_one_final_elite_where_the_mean_falls_between_two_modes():
+    """Return = -(|a_0| - 0.7)^2: the elites split between +0.7 and -0.7, their mean lies near 0; an elite is at a mode."""
+    model, _ = tiny_agent(action_size=1)
+    recorded = []
+
+    def two_modes(state, actions, noise):
+        recorded.append(actions.numpy()[:, 0, 0])  # each iteration's candidates' first actions
+        return -tf.square(tf.abs(actions[:, 0, 0]) - 0.7)
+
+    def last_scores() -> np.ndarray:  # [8 environments, 400 candidates] of the last iteration, by numpy
+        return -np.square(np.abs(recorded[-1].reshape(8, 400)) - 0.7)
+
+    config = CEMConfig(horizon=2, candidates=400, iterations=3, top_k=40)
+    state = model.rssm.initial(8)
+    mean_action = cem.plan(model, state, config, tf.random.Generator.from_seed(4), score=two_modes).numpy()[:, 0]
+    recorded.clear()
+    elite_action = cem.plan(model, state, dataclasses.replace(config, select="elite"), tf.random.Generator.from_seed(4),
+                            score=two_modes).numpy()[:, 0]
+    fortieth = np.sort(last_scores(), 1)[:, -40]
+    assert np.all(-np.square(np.abs(elite_action) - 0.7) >= fortieth - 1e-6)  # an elite of the last iteration
+    assert np.all(np.abs(np.abs(elite_action) - 0.7) < 0.1) and np.any(elite_action > 0) and np.any(elite_action < 0)
+    assert np.mean(np.abs(mean_action)) < 0.4
+    recorded.clear()  # a high temperature draws the best elite
+    greedy = cem.plan(model, state, dataclasses.replace(config, select="elite", temperature=1e9),
+                      tf.random.Generator.from_seed(5), score=two_modes).numpy()[:, 0]
+    np.testing.assert_allclose(-np.square(np.abs(greedy) - 0.7), last_scores().max(1), atol=1e-6)
+
+
+def test_draw_elite_draws_with_softmax_probabilities():
+    """exp(T * r) / sum: returns ln([1, 2, 3, 4]) / T and a very low one give probabilities 0.1, 0.2, 0.3, 0.4, 0."""
+    temperature = 0.5
+    row = [*(np.log([1.0, 2.0, 3.0, 4.0]) / temperature), -1e4]
+    drawn = cem.draw_elite(tf.constant([row] * 40_000, tf.float32), temperature, tf.random.Generator.from_seed(0)).numpy()
+    frequencies = np.bincount(drawn, minlength=5) / len(drawn)
+    np.testing.assert_allclose(frequencies, [0.1, 0.2, 0.3, 0.4, 0.0], atol=0.012)
+
+
 # ----------------------------------------------------------------------------- SAC
 
 def test_invert_gradients_matches_hand_computed_values():

@@ -3,7 +3,10 @@
 For each of B environments at once: sample `candidates` action sequences of length
 `horizon` from a diagonal Gaussian, roll them out open-loop with the RSSM prior, score
 them by the discounted sum of predicted rewards, refit the Gaussian to the `top_k` best, and
-repeat `iterations` times. The first action of the final mean is executed.
+repeat `iterations` times. The first action of the final mean is executed (PlaNet), or with
+`select: elite` the first action of one elite of the last iteration, drawn with probability
+proportional to exp(temperature * score) (TD-MPC's planner): with actor trajectories in the
+population the elites can come from two different modes, and their mean from neither.
 
 `sac_guided_cem` (as in TD-MPC): a share of the population are trajectories of the
 SAC actor rolled out in the model, and every candidate's score adds the critic's value
@@ -85,24 +88,36 @@ def search(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.ran
         if config.actor_mean:
             initial_mean = tf.reduce_mean(guide_actions, 1)
 
-    def iteration(i, mean, std):
+    def iteration(i, mean, std, first_actions, elite_returns):
         samples = mean + std * rng.normal([batch, sampled, horizon, action_size])
         candidates = tf.concat([tf.clip_by_value(samples, -1.0, 1.0), guide_actions], 1)
         flat = tf.cast(tf.reshape(candidates, [batch * total, horizon, action_size]), dtype)
         noise = tf.cast(rng.normal([batch * total, horizon, world_model.rssm.stoch_size]), dtype)
         returns = tf.reshape(tf.cast(score(start, flat, noise), tf.float32), [batch, total])
-        _, elite_index = tf.math.top_k(returns, top_k, sorted=False)  # the elites' order does not matter
+        elite_returns, elite_index = tf.math.top_k(returns, top_k, sorted=False)  # the elites' order does not matter
         elites = tf.gather(candidates, elite_index, batch_dims=1)  # [B, K, H, A]
         mean, variance = tf.nn.moments(elites, 1, keepdims=True)
-        return i + 1, mean, tf.sqrt(variance + 1e-6)
+        return i + 1, mean, tf.sqrt(variance + 1e-6), elites[:, :, 0], elite_returns
 
     if initial_mean is None:
         mean = tf.zeros([batch, 1, horizon, action_size])
     else:
         mean = initial_mean[:, None]
     std = tf.ones([batch, 1, horizon, action_size])
-    _, mean, _ = tf.while_loop(lambda i, *_: i < config.iterations, iteration, (tf.constant(0), mean, std))
-    return tf.clip_by_value(mean[:, 0, 0], -1.0, 1.0), mean[:, 0]
+    first_actions, elite_returns = tf.zeros([batch, top_k, action_size]), tf.zeros([batch, top_k])
+    _, mean, _, first_actions, elite_returns = tf.while_loop(
+        lambda i, *_: i < config.iterations, iteration, (tf.constant(0), mean, std, first_actions, elite_returns))
+    if config.select == "elite":
+        action = tf.gather(first_actions, draw_elite(elite_returns, config.temperature, rng), batch_dims=1)
+    else:
+        action = mean[:, 0, 0]
+    return tf.clip_by_value(action, -1.0, 1.0), mean[:, 0]
+
+
+def draw_elite(returns: tf.Tensor, temperature: float, rng: tf.random.Generator) -> tf.Tensor:
+    """Index [B] of one of [B, K] elites, drawn with probability softmax(temperature * returns) (Gumbel-max)."""
+    uniform = rng.uniform(tf.shape(returns), minval=1e-20, maxval=1.0)
+    return tf.argmax(temperature * returns - tf.math.log(-tf.math.log(uniform)), axis=1, output_type=tf.int32)
 
 
 def shift_plan(mean: tf.Tensor) -> tf.Tensor:

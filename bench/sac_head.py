@@ -157,7 +157,8 @@ def main() -> None:
     length, batch_size = config.data.chunk_length, config.data.batch_size
     agent_steps = sum(len(ep["action"]) - 1 for ep in episodes)
     result = {
-        "logdir": args.logdir, "checkpoint_step": step, "overrides": args.overrides, "keep_head": args.keep_head,
+        "logdir": args.logdir, "checkpoint_step": step, "overrides": args.overrides, "seed": args.seed,
+        "keep_head": args.keep_head,
         "rounds": args.rounds, "sac_updates": args.rounds * config.sac.updates_per_step,
         "episodes": len(episodes), "agent_steps": agent_steps,
         "sac_updates_per_agent_step": args.rounds * config.sac.updates_per_step / agent_steps,

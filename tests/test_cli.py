@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 import re
 
 import numpy as np
@@ -185,6 +186,41 @@ def test_offline_training_from_shipped_data(tmp_path):
     rows = records(logdir)
     assert rows and all(row["phase"] == "train" for row in rows)
     assert not tf.io.gfile.exists(f"{logdir}/train_episodes")
+
+
+def test_imagination_on_a_task_that_terminates_warns_once(tmp_path):
+    """Imagined SAC transitions have no termination model: replayed terminations make the trainer say so, once."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for index, path in enumerate(list_episodes(str(DATA / "pendulum_state"))):
+        with np.load(path) as file:
+            episode = dict(file)
+        if index == 0:
+            episode["discount"][-1] = 0.0
+        np.savez_compressed(str(data / os.path.basename(path)), **episode)
+    warnings: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = warnings.append
+    logging.getLogger("planet_sac").addHandler(handler)
+    try:
+        logdir = str(tmp_path / "run")
+        assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(data), "--train-steps", "10",
+                     "--set", "sac.imagination_horizon=3", "--set", "sac.real_ratio=0.5", "--quiet"]) == 0
+    finally:
+        logging.getLogger("planet_sac").removeHandler(handler)
+    messages = [record.getMessage() for record in warnings if "no termination model" in record.getMessage()]
+    assert len(messages) == 1 and messages[0].startswith("1 replayed episode(s) end in a termination")
+    assert {row["replay/terminated_episodes"] for row in records(logdir) if "replay/terminated_episodes" in row} == {1.0}
+
+
+def test_imagination_termination_warning_needs_both_imagination_and_a_termination(smoke_config):
+    from planet_sac.config import apply_overrides
+    from planet_sac.training.trainer import imagination_termination_warning
+
+    imagining = apply_overrides(smoke_config, ["sac.imagination_horizon=3", "sac.real_ratio=0.5"])
+    assert imagination_termination_warning(imagining, {"terminated_episodes": 0}) is None
+    assert imagination_termination_warning(smoke_config, {"terminated_episodes": 2}) is None
+    assert "sac.real_ratio: 1.0" in imagination_termination_warning(imagining, {"terminated_episodes": 2})
 
 
 def test_logdir_that_is_a_file_fails_fast(tmp_path, capsys):

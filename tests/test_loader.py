@@ -290,6 +290,20 @@ def test_rejected_file_with_new_mtime_but_same_size_is_read_again(tmp_path):
     assert replay.stats["files_retried"] == 1
 
 
+def test_episodes_ending_in_a_termination_are_counted(tmp_path):
+    """`terminated_episodes` counts loaded episodes with a discount of 0 (a true termination), not truncations."""
+    for tag in range(3):
+        put(tmp_path, tag)
+    ended = make_episode(7)
+    ended["discount"][-1] = 0.0
+    np.savez_compressed(os.path.join(str(tmp_path), episode_filename(40, now=BASE_TIME + dt.timedelta(seconds=7))),
+                        **ended)
+    replay = EpisodeReplay([str(tmp_path)], chunk_length=10, every=2, seed=0)
+    take(iter(replay), 20)
+    assert replay.stats["files_loaded"] == 4
+    assert replay.stats["terminated_episodes"] == 1
+
+
 def test_too_short_episodes_are_skipped_with_one_warning(tmp_path, warnings_log):
     short = put(tmp_path, 0, length=20)  # 21 steps
     put(tmp_path, 1, length=29)  # 30 steps: exactly one chunk

@@ -107,6 +107,7 @@ class EpisodeReplay:
             "files_retried": 0,  # rejected files read again because their size or mtime changed
             "skipped_reasons": collections.Counter(),
             "too_short_skipped": 0,
+            "terminated_episodes": 0,  # loaded episodes that end in a true termination (a discount of 0)
             "files_ignored": 0,  # older than the newest max_episodes new files of one scan
             "cache_episodes": 0,
             "cache_bytes": 0,
@@ -235,6 +236,8 @@ class EpisodeReplay:
             )
             return None
 
+        if "discount" in episode and bool(np.any(episode["discount"] < 1.0)):
+            self.stats["terminated_episodes"] += 1
         if self._spec is None:
             self._spec = EpisodeSpec.from_episode(episode)
         keys = self._requested_keys or self._spec.keys

@@ -49,6 +49,20 @@ TEST_SEED_OFFSET = 10_000
 """The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
 
 
+def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
+    """The warning for a run that mixes imagined transitions into the SAC batches of a task that terminates.
+
+    Imagined rollouts have no termination model: their discount is 1 (right for dm_control, which only
+    truncates), so where real episodes end in a termination the head's imagined targets bootstrap through it.
+    """
+    terminated = replay_stats.get("terminated_episodes", 0)
+    if config.sac.real_ratio >= 1.0 or not terminated:
+        return None
+    return (f"{terminated} replayed episode(s) end in a termination, but imagined SAC transitions "
+            f"(sac.real_ratio={config.sac.real_ratio}) have no termination model and bootstrap through it; "
+            "set sac.real_ratio: 1.0 for this task")
+
+
 class NonFiniteError(RuntimeError):
     """Too many consecutive updates had a NaN/inf loss or gradient."""
 
@@ -323,6 +337,7 @@ class Trainer:
         bar = tqdm(total=total, initial=min(step, total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = _LogWindow()
+        warned_terminations = False
         with _graceful_stop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
@@ -362,6 +377,10 @@ class Trainer:
                     values.update(window.close())
                     values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()
                                    if isinstance(value, (int, float))})
+                    warning = imagination_termination_warning(self.config, replay.stats)
+                    if warning and not warned_terminations:
+                        log.warning(warning)
+                        warned_terminations = True
                     last = self._log(values, TRAIN)
                     bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
                                     sps=f"{values['train/steps_per_second']:.1f}")

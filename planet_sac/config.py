@@ -88,6 +88,7 @@ class ModelConfig:
     free_nats: float = 3.0  # floor on the KL of every time step (PlaNet: elementwise, before the mean)
     kl_scale: float = 1.0  # weight of the KL term in the loss
     reward_scale: float = 10.0  # PlaNet's reward_scale
+    continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
     overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet)
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
     image_bits: int = 5  # bit depth images are quantised to before encoding (PlaNet: 5)
@@ -96,7 +97,7 @@ class ModelConfig:
         for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
             _positive(f"model.{name}", getattr(self, name))
         _positive("model.min_stddev", self.min_stddev)
-        for name in ("free_nats", "kl_scale", "reward_scale", "overshooting_scale"):
+        for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
             _non_negative(f"model.{name}", getattr(self, name))
         _non_negative("model.overshooting_distance", self.overshooting_distance)
         _in_range("model.image_bits", self.image_bits, low=1, high=8)

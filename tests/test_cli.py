@@ -189,7 +189,7 @@ def test_offline_training_from_shipped_data(tmp_path):
 
 
 def test_imagination_on_a_task_that_terminates_warns_once(tmp_path):
-    """Imagined SAC transitions have no termination model: replayed terminations make the trainer say so, once."""
+    """Imagined SAC transitions without a continuation head: replayed terminations make the trainer say so, once."""
     data = tmp_path / "data"
     data.mkdir()
     for index, path in enumerate(list_episodes(str(DATA / "pendulum_state"))):
@@ -208,7 +208,7 @@ def test_imagination_on_a_task_that_terminates_warns_once(tmp_path):
                      "--set", "sac.imagination_horizon=3", "--set", "sac.real_ratio=0.5", "--quiet"]) == 0
     finally:
         logging.getLogger("planet_sac").removeHandler(handler)
-    messages = [record.getMessage() for record in warnings if "no termination model" in record.getMessage()]
+    messages = [record.getMessage() for record in warnings if "without a continuation head" in record.getMessage()]
     assert len(messages) == 1 and messages[0].startswith("1 replayed episode(s) end in a termination")
     assert {row["replay/terminated_episodes"] for row in records(logdir) if "replay/terminated_episodes" in row} == {1.0}
 

@@ -133,7 +133,7 @@ def test_sac_batches_mix_real_and_imagined_transitions(smoke_config, monkeypatch
     features, action, reward, discount, next_features = (np.asarray(a) for a in args[:5])
     assert kwargs["steps"] == 2 and features.shape == (16, learner.world_model.rssm.feature_size)
     np.testing.assert_array_equal(discount[:4], 0.25)  # 0.5 ** 2: real 2-step transitions
-    np.testing.assert_array_equal(discount[4:], 1.0)  # imagined: no termination model
+    np.testing.assert_array_equal(discount[4:], 1.0)  # imagined, no continuation head: discount 1
     assert np.all(np.abs(reward[:4]) < 100.0)  # burn-in 3: real starts at t >= 3, so r_{t+1} with t+1 >= 4
 
 

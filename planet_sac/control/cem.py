@@ -38,19 +38,28 @@ def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float, va
     PlaNet's objective: the discounted sum of predicted rewards, sum_t discount^t r_t
     (its `discounted_return` with discount 0.99). With a SAC head, the critic's value of
     the actor's action at the horizon is added, discounted by discount^H and scaled by
-    `value_weight` (1: TD-MPC's estimate of the return beyond the horizon).
+    `value_weight` (1: TD-MPC's estimate of the return beyond the horizon). With a
+    continuation head, each reward and the value count only while the episode goes on:
+    r_t is weighted by the predicted discounts of the states before it (c_0 ... c_{t-1}), the
+    value by all H of them (Dreamer's pcont weighting).
     """
 
     def score(state: State, actions: tf.Tensor, noise: tf.Tensor) -> tf.Tensor:
         states = world_model.rssm.imagine(state, actions, noise)
         rewards = world_model.predict_reward(states)  # [N, H]
         horizon = actions.shape[1]
-        returns = tf.reduce_sum(rewards * discount ** tf.range(horizon, dtype=rewards.dtype), 1)
+        weights = discount ** tf.range(horizon, dtype=rewards.dtype)
+        if world_model.continuation is not None:
+            continuation = world_model.predict_continuation(states)
+            weights *= tf.math.cumprod(continuation, axis=1, exclusive=True)
+        returns = tf.reduce_sum(rewards * weights, 1)
         if sac is None:
             return returns
         last = tf.nest.map_structure(lambda t: t[:, -1], states)
         features = world_model.rssm.features(last)
         value = sac.q_value(features, sac.act(features, tf.zeros_like(actions[:, 0]), True))
+        if world_model.continuation is not None:
+            value *= tf.reduce_prod(continuation, axis=1)
         return returns + value_weight * discount ** horizon * value
 
     return score

@@ -9,8 +9,8 @@ Real transitions come from the posterior over a training chunk (aligned layout:
 `action[:, t + 1]` and `reward[:, t + 1]` follow the state at t). Imagined transitions
 come from open-loop rollouts of the RSSM prior under the current actor, started from
 posterior states (as MBPO does with its model, and Dreamer with its latent imagination);
-their rewards are the reward head's predictions and their discount is 1 (the model has no
-termination head: right for dm_control, which never terminates early).
+their rewards are the reward head's predictions and their discounts the continuation head's
+(`model.continuation_scale` > 0; without it 1, right for dm_control, which never terminates early).
 """
 
 from __future__ import annotations
@@ -68,30 +68,38 @@ def real_transitions(features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, 
 
 
 def imagine(world_model: WorldModel, actor_sample, start: State, horizon: int,
-            rng: tf.random.Generator) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            rng: tf.random.Generator) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """Rolls the prior `horizon` steps from [N] start states under `actor_sample(features, noise) -> action`.
 
     Returns features [N, H + 1, F] (index 0 is the start), actions [N, H + 1, A] in the
-    aligned layout (index k + 1 led from state k to k + 1; index 0 is zero) and predicted
-    rewards [N, H + 1] (index k + 1 is the reward head's prediction at state k + 1).
+    aligned layout (index k + 1 led from state k to k + 1; index 0 is zero), predicted
+    rewards [N, H + 1] (index k + 1 is the reward head's prediction at state k + 1) and
+    predicted discounts [N, H + 1] (the continuation head's, likewise; index 0 is 1).
     Nothing here is differentiated: the head learns from these transitions like from data.
     """
     rssm = world_model.rssm
     state = tf.nest.map_structure(tf.stop_gradient, start)
     size = tf.shape(state["deter"])[0]
-    features, actions, rewards = [rssm.features(state)], [tf.zeros([size, world_model.action_size])], [tf.zeros([size])]
+    features, actions = [rssm.features(state)], [tf.zeros([size, world_model.action_size])]
+    rewards, discounts = [tf.zeros([size])], [tf.ones([size])]
     for _ in range(horizon):
         action = actor_sample(features[-1], rng.normal([size, world_model.action_size]))
         state = rssm.img_step(state, action, rng.normal([size, rssm.stoch_size]))
         features.append(rssm.features(state))
         actions.append(action)
         rewards.append(world_model.predict_reward(state))
+        discounts.append(world_model.predict_continuation(state))
     stack = lambda xs: tf.stop_gradient(tf.stack(xs, 1))  # noqa: E731
-    return stack(features), stack(actions), stack(rewards)
+    return stack(features), stack(actions), stack(rewards), stack(discounts)
 
 
 def imagined_transitions(world_model: WorldModel, actor_sample, start: State, horizon: int, n: int, gamma: float,
                          rng: tf.random.Generator) -> Transitions:
-    """n-step transitions along imagined rollouts from [N] start states: N * (horizon + 1 - n) of them."""
-    features, actions, rewards = imagine(world_model, actor_sample, start, horizon, rng)
-    return real_transitions(features, actions, rewards, tf.ones_like(rewards), n, gamma)
+    """n-step transitions along imagined rollouts from [N] start states: N * (horizon + 1 - n) of them.
+
+    A predicted termination stops the n-step return and the bootstrap as a recorded one does;
+    transitions that start past it are kept at full weight (Dreamer down-weights its imagined
+    states by the cumulative discount; SAC's batches have no per-transition weight).
+    """
+    features, actions, rewards, discounts = imagine(world_model, actor_sample, start, horizon, rng)
+    return real_transitions(features, actions, rewards, discounts, n, gamma)

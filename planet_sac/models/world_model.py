@@ -2,7 +2,10 @@
 
 The loss is the negative ELBO that PlaNet optimises:
 reconstruction log-likelihood + reward log-likelihood - KL(posterior || prior),
-with free nats on the KL and optional latent overshooting. All noise (dequantisation
+with free nats on the KL and optional latent overshooting. With `model.continuation_scale`
+> 0 a continuation head (Dreamer's `pcont`) also learns the episode discount (0 after a
+termination), so that imagined rollouts and plans stop collecting reward where the task
+would have ended. All noise (dequantisation
 of images, reparameterised latent samples) comes from `sample_noise`, so a batch and
 its noise fully determine the loss.
 """
@@ -57,6 +60,8 @@ class WorldModel(tf.Module):
                 self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], activation, seed,
                                    name="decoder", compute_dtype=mixed)
             self.reward = MLP(features, config.reward_units, 2, 1, activation, seed, name="reward", compute_dtype=mixed)
+            self.continuation = (MLP(features, config.reward_units, 2, 1, activation, seed, name="continuation",
+                                     compute_dtype=mixed) if config.continuation_scale > 0 else None)
 
     # ------------------------------------------------------------------ observations
 
@@ -114,6 +119,11 @@ class WorldModel(tf.Module):
                    "model/posterior_entropy": tf.reduce_mean(self.rssm.distribution(posts).entropy()),
                    # share of time steps whose KL is below free nats: floored, they give no KL gradient
                    "model/free_nats_clipped": tf.reduce_mean(tf.cast(kl < cfg.free_nats, tf.float32))}
+        if self.continuation is not None:  # Bernoulli log-likelihood of the recorded discount (Dreamer's pcont)
+            logits = tf.squeeze(self.continuation(features), -1)
+            continuation_loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=batch["discount"], logits=logits))
+            loss += cfg.continuation_scale * continuation_loss
+            metrics["loss/continuation"] = continuation_loss
         if cfg.overshooting_distance > 0:
             overshooting = self._overshooting_kl(posts, batch["action"], noise["overshooting"])
             loss += cfg.overshooting_scale * overshooting
@@ -157,6 +167,16 @@ class WorldModel(tf.Module):
 
     def predict_reward(self, state: State) -> tf.Tensor:
         return tf.squeeze(self.reward(self.rssm.features(state)), -1)
+
+    def predict_continuation(self, state: State) -> tf.Tensor:
+        """The probability that the episode goes on into `state` (its discount), 1 without a continuation head.
+
+        In the aligned layout the discount at step t is 0 when arriving at t ended the episode, so
+        the reward at t still counts and everything after it does not.
+        """
+        if self.continuation is None:
+            return tf.ones_like(state["deter"][..., 0])
+        return tf.sigmoid(tf.squeeze(self.continuation(self.rssm.features(state)), -1))
 
     def decode(self, state: State) -> tf.Tensor:
         """The predicted observation, in the observation's own range (uint8-like floats for images)."""

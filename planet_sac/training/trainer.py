@@ -50,17 +50,18 @@ TEST_SEED_OFFSET = 10_000
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
-    """The warning for a run that mixes imagined transitions into the SAC batches of a task that terminates.
+    """The warning for a run that imagines SAC transitions on a task that terminates, without a continuation head.
 
-    Imagined rollouts have no termination model: their discount is 1 (right for dm_control, which only
-    truncates), so where real episodes end in a termination the head's imagined targets bootstrap through it.
+    Without one (`model.continuation_scale: 0`, PlaNet's model) imagined discounts are 1 (right for
+    dm_control, which only truncates), so where real episodes end in a termination the head's
+    imagined targets bootstrap through it.
     """
     terminated = replay_stats.get("terminated_episodes", 0)
-    if config.sac.real_ratio >= 1.0 or not terminated:
+    if config.sac.real_ratio >= 1.0 or not terminated or config.model.continuation_scale > 0:
         return None
     return (f"{terminated} replayed episode(s) end in a termination, but imagined SAC transitions "
-            f"(sac.real_ratio={config.sac.real_ratio}) have no termination model and bootstrap through it; "
-            "set sac.real_ratio: 1.0 for this task")
+            f"(sac.real_ratio={config.sac.real_ratio}) bootstrap through it without a continuation head; "
+            "set model.continuation_scale: 10 (Dreamer's pcont_scale) or sac.real_ratio: 1.0 for this task")
 
 
 class NonFiniteError(RuntimeError):

@@ -148,3 +148,25 @@ def test_the_learner_trains_the_head_and_the_sac_head_sees_its_discounts(smoke_c
     assert any(not np.array_equal(a, b) for a, b in zip(before, after))
     imagined_discount = np.asarray(seen[0][3])[4:]
     assert np.all((imagined_discount > 0.0) & (imagined_discount < 1.0))  # sigmoid outputs, not the constant 1
+
+
+def test_the_xla_policy_acts_with_the_head():
+    """The phase-gated policy, compiled with XLA (the default), acts in every branch on a model with a
+    continuation head, without retracing."""
+    from planet_sac.config import CEMConfig, ModelConfig, SACConfig
+    from planet_sac.control.policy import Policy
+    from planet_sac.control.sac import SAC
+    from planet_sac.models.world_model import WorldModel
+
+    model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8, continuation_scale=1.0),
+                       "state", (3,), 1)
+    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 1)
+    policy = Policy(model, sac, CEMConfig(horizon=3, candidates=16, iterations=2, top_k=4), train="cem",
+                    test="sac_guided_cem", jit_compile=True)
+    obs, state = tf.zeros([2, 3]), policy.initial_state(2)
+    for train, test in [("cem", "sac_guided_cem"), ("sac", "random")]:
+        policy.set_policies(train=train, test=test)
+        for phase in ("train", "test"):
+            action, _ = policy.act(obs, state, phase)
+            assert action.shape == (2, 1) and np.all(np.abs(action.numpy()) <= 1.0)
+    assert policy.traces == 1

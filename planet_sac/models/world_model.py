@@ -2,12 +2,13 @@
 
 The loss is the negative ELBO that PlaNet optimises:
 reconstruction log-likelihood + reward log-likelihood - KL(posterior || prior),
-with free nats on the KL and optional latent overshooting. With `model.continuation_scale`
-> 0 a continuation head (Dreamer's `pcont`) also learns the episode discount (0 after a
-termination), so that imagined rollouts and plans stop collecting reward where the task
-would have ended. All noise (dequantisation
+with free nats on the KL and optional latent overshooting. All noise (dequantisation
 of images, reparameterised latent samples) comes from `sample_noise`, so a batch and
 its noise fully determine the loss.
+
+With `model.continuation_scale` > 0 a continuation head (Dreamer's `pcont`) also learns
+the recorded discount (0 after a termination), so that imagined rollouts and plans stop
+collecting reward where the task would have ended.
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ class WorldModel(tf.Module):
                    "model/free_nats_clipped": tf.reduce_mean(tf.cast(kl < cfg.free_nats, tf.float32))}
         if self.continuation is not None:  # Bernoulli log-likelihood of the recorded discount (Dreamer's pcont)
             logits = tf.squeeze(self.continuation(features), -1)
-            continuation_loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=batch["discount"], logits=logits))
+            continuation_loss = tf.reduce_mean(
+                tf.nn.sigmoid_cross_entropy_with_logits(labels=batch["discount"], logits=logits))
             loss += cfg.continuation_scale * continuation_loss
             metrics["loss/continuation"] = continuation_loss
         if cfg.overshooting_distance > 0:

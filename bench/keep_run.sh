@@ -16,8 +16,9 @@ state="$run/checkpoints/checkpoint"
 [ -f "$state" ] || { echo "keep_run: $state not found: the run has no checkpoint yet" >&2; exit 2; }
 newest=$(sed -n 's/^model_checkpoint_path: "\(.*\)"$/\1/p' "$state")
 [ -n "$newest" ] || { echo "keep_run: $state names no model_checkpoint_path" >&2; exit 2; }
-# The kept state lists only the kept checkpoint (tf.train.CheckpointManager reads this file and
-# fills in missing timestamps), so no stale names travel with the run.
+# The kept state lists only the kept checkpoint, so no stale names travel with the run. It has no
+# timestamps, and tf.train.CheckpointManager ignores checkpoints listed without them: the run's
+# Checkpointer rebuilds the state from the files when it resumes (checkpoints.reconcile_state).
 printf 'model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' "$newest" "$newest" > "$state.kept"
 mv "$state.kept" "$state"
 git rm -r -q --cached --ignore-unmatch "$run/checkpoints"

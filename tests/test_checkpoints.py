@@ -98,3 +98,47 @@ def test_missing_shard_falls_back_and_all_damaged_is_a_clear_error(tmp_path):
         tf.io.gfile.remove(path)
     with pytest.raises(CheckpointError, match="no readable checkpoint"):
         Checkpointer(directory, named_variables([Net(0.0)])).restore_latest()
+
+
+def two_checkpoints(directory: str) -> None:
+    """ckpt-1 with kernel 1 and ckpt-2 with kernel 2 in `directory`."""
+    net = Net(1.0)
+    checkpointer = Checkpointer(directory, named_variables([net]))
+    checkpointer.save(1)
+    net.kernel.assign(tf.fill([2, 3], 2.0))
+    checkpointer.save(2)
+
+
+@pytest.mark.parametrize("state", [
+    'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n',  # trimmed, no timestamps (bench/keep_run.sh)
+    'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
+    "all_model_checkpoint_timestamps: 5.0\nlast_preserved_timestamp: 1.0\n",  # older than a save that finished its files
+    None,  # the state file lost (a copied folder)
+])
+def test_resume_finds_the_newest_checkpoint_whatever_the_state_file_says(tmp_path, state):
+    directory = str(tmp_path / "checkpoints")
+    two_checkpoints(directory)
+    if state is None:
+        tf.io.gfile.remove(f"{directory}/checkpoint")
+    else:
+        with open(f"{directory}/checkpoint", "w") as file:
+            file.write(state)
+    restored = Net(0.0)
+    checkpointer = Checkpointer(directory, named_variables([restored]))
+    assert checkpointer.restore_latest().endswith("ckpt-2")
+    np.testing.assert_array_equal(restored.kernel.numpy(), 2.0)
+    # The rebuilt state lists both, relative to the folder, and rotation still deletes the oldest.
+    text = open(f"{directory}/checkpoint").read()
+    assert 'all_model_checkpoint_paths: "ckpt-1"' in text and str(tmp_path) not in text
+    for step in (3, 4):
+        checkpointer.save(step)
+    assert sorted(p.rsplit("/", 1)[1] for p in tf.io.gfile.glob(f"{directory}/ckpt-*.index")) == \
+        ["ckpt-2.index", "ckpt-3.index", "ckpt-4.index"]
+
+
+def test_a_consistent_state_file_is_left_alone(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    two_checkpoints(directory)
+    before = open(f"{directory}/checkpoint").read()
+    Checkpointer(directory, named_variables([Net(0.0)]))
+    assert open(f"{directory}/checkpoint").read() == before

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import time
 from typing import Iterable, Mapping, Sequence
 
 import tensorflow as tf
@@ -93,12 +94,59 @@ def list_variables(path: str) -> list[tuple[str, list[int]]]:
             if key.startswith(_PREFIX) and key.endswith(_SUFFIX)]
 
 
+def checkpoint_files(directory: str) -> list[str]:
+    """Prefixes of every `ckpt-N` in `directory` that has its index file, oldest (smallest N) first."""
+    numbered = []
+    for index in tf.io.gfile.glob(f"{directory.rstrip('/')}/ckpt-*.index"):
+        prefix = index[:-len(".index")]
+        number = prefix.rsplit("ckpt-", 1)[1]
+        if number.isdigit():
+            numbered.append((int(number), prefix))
+    return [prefix for _, prefix in sorted(numbered)]
+
+
+def reconcile_state(directory: str) -> None:
+    """Rewrites `directory`'s `checkpoint` state file if it does not list every checkpoint there with a timestamp.
+
+    tf.train.CheckpointManager resumes from, and rotates, only the checkpoints its state file lists
+    with timestamps newer than its `last_preserved_timestamp`. A state file that lost them (copied or
+    trimmed by hand or by a tool such as bench/keep_run.sh), that is missing, or that is older than
+    a save which finished writing its files would otherwise make a run start from scratch beside
+    its own checkpoints. Timestamps come from the index files' modification times.
+    """
+    prefixes = checkpoint_files(directory)
+    if not prefixes:
+        return
+    state = tf.train.get_checkpoint_state(directory)
+    names = [prefix.rsplit("/", 1)[-1] for prefix in prefixes]
+    if state is not None:
+        listed = [path.rsplit("/", 1)[-1] for path in state.all_model_checkpoint_paths]
+        stamps = list(state.all_model_checkpoint_timestamps)
+        if (listed == names and len(stamps) == len(names) and state.model_checkpoint_path.endswith(names[-1])
+                and all(stamp > state.last_preserved_timestamp for stamp in stamps)):
+            return
+    stamps = [tf.io.gfile.stat(prefix + ".index").mtime_nsec / 1e9 for prefix in prefixes]
+    stamps = [min(stamp, time.time()) for stamp in stamps]
+    # The state file's text format, with names relative to the folder as CheckpointManager writes them
+    # (so a run directory still resumes after it is moved or cloned elsewhere).
+    lines = [f'model_checkpoint_path: "{names[-1]}"', *(f'all_model_checkpoint_paths: "{name}"' for name in names),
+             *(f"all_model_checkpoint_timestamps: {stamp!r}" for stamp in stamps),
+             f"last_preserved_timestamp: {min(stamps) - 1.0!r}"]
+    path = f"{directory.rstrip('/')}/checkpoint"
+    with tf.io.gfile.GFile(path + ".rebuilt", "w") as file:
+        file.write("\n".join(lines) + "\n")
+    tf.io.gfile.rename(path + ".rebuilt", path, overwrite=True)
+    report = log.warning if state is None or not state.model_checkpoint_path.endswith(names[-1]) else log.info
+    report("checkpoint state of %s rebuilt from its files: %s", directory, ", ".join(names))
+
+
 class Checkpointer:
     """Saves and restores all named variables of a run in `directory` (keeps the last few)."""
 
     def __init__(self, directory: str, variables: Mapping[str, tf.Variable], max_to_keep: int = 3):
         self.variables = dict(variables)
         self.checkpoint = tf.train.Checkpoint(variables=_tree(self.variables))
+        reconcile_state(directory)
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
 
     @property

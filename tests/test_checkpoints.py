@@ -123,6 +123,7 @@ def test_resume_finds_the_newest_checkpoint_whatever_the_state_file_says(tmp_pat
     else:
         with open(f"{directory}/checkpoint", "w") as file:
             file.write(state)
+    assert resolve(str(tmp_path)).endswith("ckpt-2")  # evaluate, collect --reload-every, --restore-from
     restored = Net(0.0)
     checkpointer = Checkpointer(directory, named_variables([restored]))
     assert checkpointer.restore_latest().endswith("ckpt-2")

@@ -59,11 +59,67 @@ def _tree(variables: Mapping[str, tf.Variable]) -> tf.Module:
     return root
 
 
+def checkpoint_files(directory: str) -> list[str]:
+    """Prefixes of every `ckpt-N` in `directory` that has its index file, oldest (smallest N) first."""
+    numbered = []
+    for index in tf.io.gfile.glob(f"{directory.rstrip('/')}/ckpt-*.index"):
+        prefix = index[:-len(".index")]
+        number = prefix.rsplit("ckpt-", 1)[1]
+        if number.isdigit():
+            numbered.append((int(number), prefix))
+    return [prefix for _, prefix in sorted(numbered)]
+
+
+def _name(prefix: str) -> str:
+    return prefix.rsplit("/", 1)[-1]
+
+
+def newest_checkpoint(directory: str) -> str | None:
+    """The newest `ckpt-N` in `directory` by N (whatever its state file says), else the state file's latest, else None."""
+    prefixes = checkpoint_files(directory)
+    return prefixes[-1] if prefixes else tf.train.latest_checkpoint(directory)
+
+
+def reconcile_state(directory: str) -> None:
+    """Rewrites `directory`'s `checkpoint` state file if it does not list every checkpoint there with a timestamp.
+
+    tf.train.CheckpointManager resumes from, and rotates, only the checkpoints its state file lists
+    with timestamps newer than its `last_preserved_timestamp`. A state file that lost them (copied or
+    trimmed by hand or by a tool such as bench/keep_run.sh), that is missing, or that is older than
+    a save which finished writing its files would otherwise make a run start from scratch beside
+    its own checkpoints. Timestamps come from the index files' modification times.
+    """
+    prefixes = checkpoint_files(directory)
+    if not prefixes:
+        return
+    state = tf.train.get_checkpoint_state(directory)
+    names = [_name(prefix) for prefix in prefixes]
+    if state is not None:
+        listed = [_name(path) for path in state.all_model_checkpoint_paths]
+        stamps = list(state.all_model_checkpoint_timestamps)
+        if (listed == names and len(stamps) == len(names) and _name(state.model_checkpoint_path) == names[-1]
+                and all(stamp > state.last_preserved_timestamp for stamp in stamps)):
+            return
+    stamps = [tf.io.gfile.stat(prefix + ".index").mtime_nsec / 1e9 for prefix in prefixes]
+    stamps = [min(stamp, time.time()) for stamp in stamps]
+    # The state file's text format, with names relative to the folder as CheckpointManager writes them
+    # (so a run directory still resumes after it is moved or cloned elsewhere).
+    lines = [f'model_checkpoint_path: "{names[-1]}"', *(f'all_model_checkpoint_paths: "{name}"' for name in names),
+             *(f"all_model_checkpoint_timestamps: {stamp!r}" for stamp in stamps),
+             f"last_preserved_timestamp: {min(stamps) - 1.0!r}"]
+    path = f"{directory.rstrip('/')}/checkpoint"
+    with tf.io.gfile.GFile(path + ".rebuilt", "w") as file:
+        file.write("\n".join(lines) + "\n")
+    tf.io.gfile.rename(path + ".rebuilt", path, overwrite=True)
+    report = log.warning if state is None or _name(state.model_checkpoint_path) != names[-1] else log.info
+    report("checkpoint state of %s rebuilt from its files: %s", directory, ", ".join(names))
+
+
 def latest_checkpoint(path: str) -> str | None:
     """The newest checkpoint prefix of a logdir or its `checkpoints/` folder, or None if it has none yet."""
     for directory in (f"{path.rstrip('/')}/checkpoints", path):
         if tf.io.gfile.isdir(directory):
-            latest = tf.train.latest_checkpoint(directory)
+            latest = newest_checkpoint(directory)
             if latest:
                 return latest
     return None
@@ -73,7 +129,7 @@ def resolve(path: str) -> str:
     """A checkpoint prefix from a logdir, its `checkpoints/` folder, or a prefix itself."""
     for directory in (path, f"{path.rstrip('/')}/checkpoints"):
         if tf.io.gfile.isdir(directory):
-            latest = tf.train.latest_checkpoint(directory)
+            latest = newest_checkpoint(directory)
             if latest:
                 return latest
     if tf.io.gfile.exists(path + ".index"):
@@ -92,52 +148,6 @@ def list_variables(path: str) -> list[tuple[str, list[int]]]:
         raise CheckpointError(f"cannot read checkpoint {prefix}: {_first_line(error)}") from None
     return [(key[len(_PREFIX):-len(_SUFFIX)], shape) for key, shape in entries
             if key.startswith(_PREFIX) and key.endswith(_SUFFIX)]
-
-
-def checkpoint_files(directory: str) -> list[str]:
-    """Prefixes of every `ckpt-N` in `directory` that has its index file, oldest (smallest N) first."""
-    numbered = []
-    for index in tf.io.gfile.glob(f"{directory.rstrip('/')}/ckpt-*.index"):
-        prefix = index[:-len(".index")]
-        number = prefix.rsplit("ckpt-", 1)[1]
-        if number.isdigit():
-            numbered.append((int(number), prefix))
-    return [prefix for _, prefix in sorted(numbered)]
-
-
-def reconcile_state(directory: str) -> None:
-    """Rewrites `directory`'s `checkpoint` state file if it does not list every checkpoint there with a timestamp.
-
-    tf.train.CheckpointManager resumes from, and rotates, only the checkpoints its state file lists
-    with timestamps newer than its `last_preserved_timestamp`. A state file that lost them (copied or
-    trimmed by hand or by a tool such as bench/keep_run.sh), that is missing, or that is older than
-    a save which finished writing its files would otherwise make a run start from scratch beside
-    its own checkpoints. Timestamps come from the index files' modification times.
-    """
-    prefixes = checkpoint_files(directory)
-    if not prefixes:
-        return
-    state = tf.train.get_checkpoint_state(directory)
-    names = [prefix.rsplit("/", 1)[-1] for prefix in prefixes]
-    if state is not None:
-        listed = [path.rsplit("/", 1)[-1] for path in state.all_model_checkpoint_paths]
-        stamps = list(state.all_model_checkpoint_timestamps)
-        if (listed == names and len(stamps) == len(names) and state.model_checkpoint_path.endswith(names[-1])
-                and all(stamp > state.last_preserved_timestamp for stamp in stamps)):
-            return
-    stamps = [tf.io.gfile.stat(prefix + ".index").mtime_nsec / 1e9 for prefix in prefixes]
-    stamps = [min(stamp, time.time()) for stamp in stamps]
-    # The state file's text format, with names relative to the folder as CheckpointManager writes them
-    # (so a run directory still resumes after it is moved or cloned elsewhere).
-    lines = [f'model_checkpoint_path: "{names[-1]}"', *(f'all_model_checkpoint_paths: "{name}"' for name in names),
-             *(f"all_model_checkpoint_timestamps: {stamp!r}" for stamp in stamps),
-             f"last_preserved_timestamp: {min(stamps) - 1.0!r}"]
-    path = f"{directory.rstrip('/')}/checkpoint"
-    with tf.io.gfile.GFile(path + ".rebuilt", "w") as file:
-        file.write("\n".join(lines) + "\n")
-    tf.io.gfile.rename(path + ".rebuilt", path, overwrite=True)
-    report = log.warning if state is None or not state.model_checkpoint_path.endswith(names[-1]) else log.info
-    report("checkpoint state of %s rebuilt from its files: %s", directory, ", ".join(names))
 
 
 class Checkpointer:

@@ -144,6 +144,7 @@ class CEMConfig:
     guide_fraction: float = 0.5  # sac_guided_cem: share of the population drawn from the actor
     value_weight: float = 1.0  # sac_guided_cem: weight of the critic's value at the horizon in each candidate's score
     actor_mean: bool = False  # sac_guided_cem: start the search at the mean of the actor's trajectories (else zero / warm start)
+    actor_std: float | None = None  # sac_guided_cem: null = actor trajectories sample SAC's policy; x = its mode + N(0, x) (TD-MPC: 0.05)
     select: Literal["mean", "elite"] = "mean"  # action taken: first of the final mean (PlaNet) or of one final elite (TD-MPC)
     temperature: float = 0.5  # select=elite: the elite is drawn with probability ~ exp(temperature * score) (TD-MPC's 0.5)
 
@@ -156,6 +157,8 @@ class CEMConfig:
         _in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
         _non_negative("cem.value_weight", self.value_weight)
         _positive("cem.temperature", self.temperature)
+        if self.actor_std is not None:
+            _non_negative("cem.actor_std", self.actor_std)
         _record("cem.actor_mean", "needs cem.guide_fraction > 0")
         if self.actor_mean and self.guide_fraction == 0:
             raise ConfigError("cem.actor_mean=true starts the search at the actor's trajectories, which "

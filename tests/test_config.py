@@ -90,6 +90,7 @@ def test_unknown_section_is_rejected(tmp_path):
     ("cem.value_weight=-1", "cem.value_weight=-1.0: must be >= 0"),
     ("cem.select=best", "choose one of mean, elite"),
     ("cem.temperature=0", "cem.temperature=0.0: must be > 0"),
+    ("cem.actor_std=-0.1", "cem.actor_std=-0.1: must be >= 0"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

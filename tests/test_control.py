@@ -391,3 +391,25 @@ def test_random_branch_is_uniform_in_the_action_box(phase):
     np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02)
     assert action.min() < -0.99 and action.max() > 0.99
     assert abs(np.corrcoef(action.T)[0, 1]) < 0.1  # independent dimensions
+
+
+@pytest.mark.parametrize("actor_std", [None, 0.0, 0.05])
+def test_actor_trajectories_sample_the_actor_or_its_mode_with_a_fixed_std(actor_std):
+    """cem.actor_std None: the first actions follow SAC's own distribution; a number: its mode + N(0, actor_std) (TD-MPC)."""
+    model, sac = tiny_agent(action_size=2)
+    count = 4000
+    state = model.rssm.initial(count)  # the same start state for every trajectory
+    actions = cem._actor_trajectories(model, sac, state, 3, tf.random.Generator.from_seed(5), actor_std).numpy()
+    first = actions[:, 0]  # [N, A]
+    mean, log_std = ref.actor(sac, ref.features({k: v[:1].numpy() for k, v in state.items()}))
+    mode = np.tanh(mean[0])
+    if actor_std is None:
+        samples = np.tanh(mean[0] + np.exp(log_std[0]) * np.random.default_rng(0).standard_normal((count, 2)))
+        np.testing.assert_allclose(first.std(0), samples.std(0), rtol=0.1)
+        np.testing.assert_allclose(first.mean(0), samples.mean(0), atol=0.05)
+        assert first.std(0).min() > 0.2
+    elif actor_std == 0.0:
+        np.testing.assert_allclose(first, np.broadcast_to(mode, first.shape), atol=1e-5)
+    else:
+        np.testing.assert_allclose(first.std(0), actor_std, rtol=0.1)
+        np.testing.assert_allclose(first.mean(0), mode, atol=3 * actor_std / np.sqrt(count) + 1e-4)

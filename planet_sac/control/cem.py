@@ -92,7 +92,7 @@ def search(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.ran
 
     guide_actions = tf.zeros([batch, 0, horizon, action_size])
     if guided:
-        guide_actions = _actor_trajectories(world_model, sac, _tile(state, guided), horizon, rng)
+        guide_actions = _actor_trajectories(world_model, sac, _tile(state, guided), horizon, rng, config.actor_std)
         guide_actions = tf.reshape(guide_actions, [batch, guided, horizon, action_size])
         if config.actor_mean:
             initial_mean = tf.reduce_mean(guide_actions, 1)
@@ -134,14 +134,24 @@ def shift_plan(mean: tf.Tensor) -> tf.Tensor:
     return tf.concat([mean[:, 1:], tf.zeros_like(mean[:, :1])], 1)
 
 
-def _actor_trajectories(world_model: WorldModel, sac: SAC, state: State, horizon: int, rng: tf.random.Generator) -> tf.Tensor:
-    """Action sequences [N, H, A] of the SAC actor rolled out open-loop in the model."""
+def _actor_trajectories(world_model: WorldModel, sac: SAC, state: State, horizon: int, rng: tf.random.Generator,
+                        actor_std: float | None = None) -> tf.Tensor:
+    """Action sequences [N, H, A] of the SAC actor rolled out open-loop in the model.
+
+    Each action is a sample of the actor's own distribution (`actor_std` None), or its mode plus
+    Gaussian noise of a fixed `actor_std`, clipped to [-1, 1], as TD-MPC draws its policy
+    trajectories (`min_std` 0.05): near the actor's choice however high SAC's entropy is.
+    """
     actions = tf.zeros([horizon, tf.shape(state["deter"])[0], world_model.action_size])
 
     def step(carry, inputs):
         latent, _ = carry
         action_noise, latent_noise = inputs
-        action = sac.act(world_model.rssm.features(latent), action_noise, False)
+        features = world_model.rssm.features(latent)
+        if actor_std is None:
+            action = sac.act(features, action_noise, False)
+        else:
+            action = tf.clip_by_value(sac.act(features, action_noise, True) + actor_std * action_noise, -1.0, 1.0)
         return world_model.rssm.img_step(latent, action, latent_noise), action
 
     noise = (rng.normal(tf.shape(actions)), rng.normal([horizon, tf.shape(actions)[1], world_model.rssm.stoch_size]))

@@ -96,12 +96,12 @@ def reconcile_state(directory: str) -> None:
     names = [_name(prefix) for prefix in prefixes]
     if state is not None:
         listed = [_name(path) for path in state.all_model_checkpoint_paths]
-        stamps = list(state.all_model_checkpoint_timestamps)
-        if (listed == names and len(stamps) == len(names) and _name(state.model_checkpoint_path) == names[-1]
-                and all(stamp > state.last_preserved_timestamp for stamp in stamps)):
+        listed_stamps = state.all_model_checkpoint_timestamps
+        if (listed == names and len(listed_stamps) == len(names) and _name(state.model_checkpoint_path) == names[-1]
+                and all(stamp > state.last_preserved_timestamp for stamp in listed_stamps)):
             return
-    stamps = [tf.io.gfile.stat(prefix + ".index").mtime_nsec / 1e9 for prefix in prefixes]
-    stamps = [min(stamp, time.time()) for stamp in stamps]
+    now = time.time()
+    stamps = [min(tf.io.gfile.stat(prefix + ".index").mtime_nsec / 1e9, now) for prefix in prefixes]
     # The state file's text format, with names relative to the folder as CheckpointManager writes them
     # (so a run directory still resumes after it is moved or cloned elsewhere).
     lines = [f'model_checkpoint_path: "{names[-1]}"', *(f'all_model_checkpoint_paths: "{name}"' for name in names),

@@ -17,6 +17,10 @@ At the end also `sac_guided_cem`, and (`--cem`) CEM on the same model, the yards
 evaluates `sac_guided_cem` once more with those planner settings and the same trained head;
 each `--planned` entry does the same for CEM.
 
+With `--save-run DIR` it writes the frozen world model and the trained head as a run
+directory (config.yaml with the `--set` overrides, one checkpoint at the run's step), so
+`planet-sac evaluate --logdir DIR` and other scripts measure that head without training it again.
+
 With `--drift OTHER_LOGDIR` (the same run's later checkpoint, say) it finally measures how far
 the features move when the world model trains on: the relative L2 distance between the two
 models' episode-filtered features of the same episodes, and how much the trained head's Q of
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
@@ -45,10 +50,11 @@ import tensorflow as tf
 
 from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
-from planet_sac.config import apply_overrides
+from planet_sac.config import apply_overrides, save_config
 from planet_sac.control.policy import Policy
 from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns, filtered_features
 from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.training.checkpoints import Checkpointer
 from planet_sac.training.learner import head_round
 
 GAP_OFFSETS = (0, 1, 2, 3, 5, 10, 20)
@@ -108,6 +114,14 @@ def drift(world_model, other_model, sac, episodes: list[dict], seed: int = 0) ->
     return {"feature_relative_l2": float(np.mean(features)), "q_relative_change": float(np.mean(q))}
 
 
+def save_run(directory: str, config, agent, step: int) -> None:
+    """A run directory holding the agent's acting variables at `step`, readable by `load_agent` and `evaluate`."""
+    os.makedirs(directory, exist_ok=True)
+    save_config(config, f"{directory}/config.yaml")
+    variables = {**agent.acting_variables(), "counters/step": tf.Variable(step, dtype=tf.int64, name="step")}
+    print(f"saved {Checkpointer(f'{directory}/checkpoints', variables).save(step)}", flush=True)
+
+
 def evaluate(agent, env, policy: str, episodes: int, gamma: float, acting: Policy | None = None) -> dict:
     """Test-phase returns of `policy` (acting through `acting`, default the agent's), and Q beside the real returns."""
     acting = acting or agent.policy
@@ -140,6 +154,7 @@ def main() -> None:
                         help="extra CEM evaluations, each with comma-separated cem.* overrides")
     parser.add_argument("--drift", metavar="OTHER_LOGDIR", help="also measure feature and Q drift against this run's model")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save-run", metavar="DIR", help="write the world model and the trained head as a run directory")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     if args.rounds < 0 or (args.rounds == 0 and not args.keep_head):
@@ -186,6 +201,8 @@ def main() -> None:
             print(json.dumps({key: point[key] for key in ("round", "train_seconds", "sac/q", "sac/alpha", "sac/entropy")}
                              | {"sac_return": point["sac"]["return"], "q_episode": point["sac"]["sac/q_episode"],
                                 "return_episode": point["sac"]["sac/return_episode"]}), flush=True)
+    if args.save_run:
+        save_run(args.save_run, config, agent, step)
     trained_head = result["curve"][-1]["sac"] if result["curve"] else None  # --rounds 0: the head as loaded
     result["final"] = {"sac": trained_head or evaluate(agent, env, "sac", args.episodes, config.sac.discount),
                        "sac_guided_cem": evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)}

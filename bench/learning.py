@@ -8,7 +8,9 @@ Usage:
 The run's logdir is OUT/run; the curve is OUT/curve.csv and OUT/curve.png (drawn by
 `planet-sac plot`: returns of training episodes and test phases against env steps, and
 the loss terms against updates), and the final
-evaluation of random, CEM and SAC policies goes to OUT/evaluation.json.
+evaluation of random, CEM and SAC policies goes to OUT/evaluation.json. A run stopped
+before its budget (SIGINT/SIGTERM) writes its curve so far and no evaluation; the same
+command resumes it.
 """
 
 from __future__ import annotations
@@ -59,9 +61,11 @@ def main() -> None:
     train_steps = max(1, episodes - config.data.seed_episodes) * config.schedule.collect_every
     logdir = os.path.join(args.out, "run")
     os.makedirs(args.out, exist_ok=True)
+    finished = True
     if not args.plot_only:
         print(f"{episodes} episodes of {steps_per_episode} env steps: {train_steps} updates")
-        train(config, logdir, train_steps=train_steps, force=args.force)
+        reached = train(config, logdir, train_steps=train_steps, force=args.force).get("step", 0)
+        finished = reached >= train_steps
 
     rows = curve_rows(logdir)
     with open(os.path.join(args.out, "curve.csv"), "w", newline="") as file:
@@ -70,6 +74,9 @@ def main() -> None:
         writer.writerows(rows)
     plot_runs([logdir], os.path.join(args.out, "curve.png"))
     if args.plot_only:
+        return
+    if not finished:  # stopped (SIGINT/SIGTERM): the curve so far, but no evaluation of an unfinished model
+        print(f"stopped at update {reached} of {train_steps}; the same command resumes the run")
         return
 
     results = {}

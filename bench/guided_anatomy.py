@@ -73,8 +73,9 @@ def anatomy(world_model, sac, cem_config, state: dict[str, tf.Tensor], rng: tf.r
     result = {"action_distance": float(tf.reduce_mean(tf.abs(action - a_pi))), "q_plan_minus_q_pi": q_plan - q_pi,
               "q_plan_minus_q_elites": q_plan - float(tf.reduce_mean(q_elites))}
     if guided and sampled < total:
-        returns = returns.numpy()
         result["actor_elite_share"] = float(np.mean(elites >= sampled))
+    if guided and 0 < sampled < total:
+        returns = returns.numpy()
         result["best_sampled_minus_actor"] = float(returns[:sampled].max() - returns[sampled:].max())
     return result
 

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+
 from planet_sac.benchmark import SIZES, planning_flops
 
 
@@ -134,3 +136,104 @@ def test_training_hours_add_catch_up_rounds_only_to_runs_collecting_with_the_hea
     # SAC collects: (9 - 5) episodes x (36 s + 3 catch-up rounds x 2 s); CEM collects: no catch-up.
     assert collect_cost.training_hours(str(tmp_path / "sac"), costs, 2.0)[1]["test/return/cem"][0].tolist() == [4 * 42 / 3600]
     assert collect_cost.training_hours(str(tmp_path / "cem"), costs, 2.0)[1]["test/return/cem"][0].tolist() == [4 * 100 / 3600]
+
+
+def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
+    """--save-run: the saved run holds the run's world model unchanged and the head as trained (not as loaded)."""
+    from planet_sac.cli import main
+    from planet_sac.training.checkpoints import resolve
+    from tests.conftest import CONFIGS, ROOT
+
+    logdir, saved = str(tmp_path / "run"), str(tmp_path / "saved")
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "5", "--quiet"]) == 0
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "sac_head.py"), "--logdir", logdir, "--keep-head",
+                          "--rounds", "3", "--episodes", "1", "--save-run", saved, "--json", str(tmp_path / "head.json")],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    original, trained = tf_reader(resolve(logdir)), tf_reader(resolve(saved))
+    names = [name for name in trained.get_variable_to_shape_map() if name.startswith("variables/")]
+    model = [name for name in names if name.startswith("variables/world_model/")]
+    head = [name for name in names if name.startswith("variables/sac/") and "critic1" in name]
+    assert model and head
+    for name in model:
+        np.testing.assert_array_equal(trained.get_tensor(name), original.get_tensor(name))
+    assert any(not np.array_equal(trained.get_tensor(name), original.get_tensor(name)) for name in head)
+    assert main(["evaluate", "--logdir", saved, "--policy", "sac", "--episodes", "1", "--quiet"]) == 0
+
+
+def tf_reader(prefix: str):
+    import tensorflow as tf
+
+    return tf.train.load_checkpoint(prefix)
+
+
+def _tiny_agent(guide_fraction: float, actor_std: float | None):
+    from planet_sac.config import CEMConfig, ModelConfig, SACConfig
+    from planet_sac.control.sac import SAC
+    from planet_sac.models.world_model import WorldModel
+
+    model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8), "state", (3,), 2)
+    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 2)
+    config = CEMConfig(horizon=3, candidates=40, iterations=2, top_k=8, guide_fraction=guide_fraction, actor_std=actor_std)
+    return model, sac, config
+
+
+def test_guided_anatomy_of_a_search_made_only_of_the_actors_mode():
+    """All candidates the actor's mode (actor_std 0): every elite is the actor's, and the plan is a_pi exactly."""
+    import tensorflow as tf
+
+    anatomy = _load_bench_module("guided_anatomy").anatomy
+    model, sac, config = _tiny_agent(guide_fraction=1.0, actor_std=0.0)
+    state = {key: tf.random.normal(value.shape, seed=1) for key, value in model.rssm.initial(1).items()}
+    result = anatomy(model, sac, config, state, tf.random.Generator.from_seed(0), guided=True)
+    assert result["actor_elite_share"] == 1.0
+    assert "best_sampled_minus_actor" not in result  # nothing was sampled
+    assert result["action_distance"] < 1e-6 and abs(result["q_plan_minus_q_pi"]) < 1e-5
+
+
+def test_guided_anatomy_compares_the_plan_with_the_actor_independently():
+    """A mixed population: the share counts the elites past the sampled block; the distance is |a_plan - a_pi| by hand."""
+    import tensorflow as tf
+
+    from planet_sac.control import cem
+
+    anatomy = _load_bench_module("guided_anatomy").anatomy
+    model, sac, config = _tiny_agent(guide_fraction=0.5, actor_std=None)
+    state = {key: tf.random.normal(value.shape, seed=2) for key, value in model.rssm.initial(1).items()}
+    result = anatomy(model, sac, config, state, tf.random.Generator.from_seed(3), guided=True)
+    action, _ = cem.search(model, state, config, tf.random.Generator.from_seed(3), sac, 0.5)  # the same draws
+    features = model.rssm.features(state)
+    a_pi = sac.act(features, tf.zeros([1, 2]), True).numpy()
+    assert abs(result["action_distance"] - np.mean(np.abs(action.numpy() - a_pi))) < 1e-6
+    assert 0.0 <= result["actor_elite_share"] <= 1.0 and "best_sampled_minus_actor" in result
+    plain = anatomy(model, sac, config, state, tf.random.Generator.from_seed(3), guided=False)
+    assert "actor_elite_share" not in plain and "best_sampled_minus_actor" not in plain
+
+
+def test_episode_strips_sums_rewards_per_segment_and_lays_frames_side_by_side():
+    strips = _load_bench_module("episode_strips")
+    assert strips.segment_returns(np.arange(7, dtype=np.float32), 3) == [3.0, 12.0, 6.0]  # 0+1+2, 3+4+5, 6
+    frames = np.stack([np.full((2, 3, 3), t, np.uint8) for t in range(5)])
+    strip = strips.film_strip(frames, 2)  # frames 0, 2, 4
+    assert strip.shape == (2, 9, 3) and list(strip[0, ::3, 0]) == [0, 2, 4]
+
+
+def test_learning_curve_of_a_stopped_run_is_not_evaluated(tmp_path, monkeypatch, capsys):
+    """bench/learning.py: when training stops before its budget, the curve is written and nothing is evaluated."""
+    from tests.conftest import CONFIGS
+
+    learning = _load_bench_module("learning")
+    monkeypatch.setattr(learning, "train", lambda config, logdir, train_steps, force: {"step": train_steps - 1})
+    monkeypatch.setattr(learning, "curve_rows", lambda logdir: [])
+    monkeypatch.setattr(learning, "plot_runs", lambda runs, path: None)
+
+    def evaluate(*args, **kwargs):
+        raise AssertionError("a stopped run was evaluated")
+
+    monkeypatch.setattr(learning, "evaluate", evaluate)
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--config", str(CONFIGS / "smoke.yaml"), "--env-steps", "300",
+                                      "--out", str(tmp_path / "out")])
+    learning.main()
+    assert "stopped at update" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "evaluation.json").exists()
+    assert (tmp_path / "out" / "curve.csv").exists()

@@ -127,11 +127,9 @@ def latest_checkpoint(path: str) -> str | None:
 
 def resolve(path: str) -> str:
     """A checkpoint prefix from a logdir, its `checkpoints/` folder, or a prefix itself."""
-    for directory in (path, f"{path.rstrip('/')}/checkpoints"):
-        if tf.io.gfile.isdir(directory):
-            latest = newest_checkpoint(directory)
-            if latest:
-                return latest
+    latest = latest_checkpoint(path)
+    if latest:
+        return latest
     if tf.io.gfile.exists(path + ".index"):
         return path
     raise CheckpointError(

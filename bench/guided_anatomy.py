@@ -50,7 +50,11 @@ def episode_states(world_model, episode: dict) -> dict[str, tf.Tensor]:
 
 def anatomy(world_model, sac, cem_config, state: dict[str, tf.Tensor], rng: tf.random.Generator,
             guided: bool) -> dict[str, float]:
-    """One search from one state [1, ...]; the measures of the module docstring."""
+    """One search from one state [1, ...]; the measures of the module docstring.
+
+    Runs eagerly, so the search's while loop calls the score once per iteration in Python and the
+    last recorded call holds the last iteration's candidates and scores.
+    """
     recorded = []
     score = cem.rollout_return(world_model, sac if guided else None, cem_config.discount, cem_config.value_weight)
 

@@ -37,15 +37,7 @@ from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
 from planet_sac.config import apply_overrides
 from planet_sac.control import cem
-
-
-def episode_states(world_model, episode: dict) -> dict[str, tf.Tensor]:
-    """The posterior states [T, ...] of an episode, filtered without sampling noise (as the test phase acts)."""
-    obs = tf.constant(episode[world_model.obs_key][None])
-    action = tf.constant(episode["action"][None], tf.float32)
-    embed = world_model.embed(obs, world_model.observation_noise(tf.random.Generator.from_seed(0), obs))
-    posts, _ = world_model.rssm.observe(embed, action, tf.zeros([1, action.shape[1], world_model.rssm.stoch_size]))
-    return {key: value[0] for key, value in posts.items()}
+from planet_sac.diagnostics import episode_posteriors
 
 
 def anatomy(world_model, sac, cem_config, state: dict[str, tf.Tensor], rng: tf.random.Generator,
@@ -99,7 +91,7 @@ def main() -> None:
     agent.policy.set_policies(test="sac")
     episode = run_episode(env, agent.policy, TEST)
     env.close()
-    states = episode_states(agent.world_model, episode)
+    states = episode_posteriors(agent.world_model, episode)
     indices = list(range(1, len(episode["action"]), args.every))
     result = {"logdir": args.logdir, "checkpoint_step": step, "seed": args.seed, "head_return": float(np.sum(episode["reward"])),
               "states": len(indices), "variants": {}}

@@ -35,15 +35,21 @@ def discounted_returns(reward: np.ndarray, discount: np.ndarray, gamma: float) -
     return returns
 
 
-def critic_vs_returns(world_model: WorldModel, sac: SAC, episode: dict, gamma: float) -> dict[str, float]:
-    """Mean Q(z_t, a_t+1) and mean real G_t over the first half of `episode`, and their mean absolute gap."""
+def episode_posteriors(world_model: WorldModel, episode: dict) -> dict[str, tf.Tensor]:
+    """The posterior states [T + 1, ...] of a recorded episode, filtered without sampling noise (as the test phase acts)."""
     obs = tf.constant(episode[world_model.obs_key][None])
     action = tf.constant(episode["action"][None], tf.float32)
     noise = world_model.observation_noise(tf.random.Generator.from_seed(0), obs)
     posts, _ = world_model.rssm.observe(world_model.embed(obs, noise), action,
                                         tf.zeros([1, action.shape[1], world_model.rssm.stoch_size]))
-    features = world_model.rssm.features(posts)[0]  # [T + 1, F]
-    q = sac.q_value(features[:-1], action[0, 1:]).numpy()  # Q(z_t, a_t+1), t = 0..T-1
+    return {key: value[0] for key, value in posts.items()}
+
+
+def critic_vs_returns(world_model: WorldModel, sac: SAC, episode: dict, gamma: float) -> dict[str, float]:
+    """Mean Q(z_t, a_t+1) and mean real G_t over the first half of `episode`, and their mean absolute gap."""
+    features = world_model.rssm.features(episode_posteriors(world_model, episode))  # [T + 1, F]
+    action = tf.constant(episode["action"], tf.float32)
+    q = sac.q_value(features[:-1], action[1:]).numpy()  # Q(z_t, a_t+1), t = 0..T-1
     real = discounted_returns(np.asarray(episode["reward"]), np.asarray(episode["discount"]), gamma)
     half = max(1, len(real) // 2)
     return {"sac/q_episode": float(q[:half].mean()), "sac/return_episode": float(real[:half].mean()),

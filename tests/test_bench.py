@@ -140,6 +140,8 @@ def test_training_hours_add_catch_up_rounds_only_to_runs_collecting_with_the_hea
 
 def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
     """--save-run: the saved run holds the run's world model unchanged and the head as trained (not as loaded)."""
+    import tensorflow as tf
+
     from planet_sac.cli import main
     from planet_sac.training.checkpoints import resolve
     from tests.conftest import CONFIGS, ROOT
@@ -150,7 +152,7 @@ def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
                           "--rounds", "3", "--episodes", "1", "--save-run", saved, "--json", str(tmp_path / "head.json")],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    original, trained = tf_reader(resolve(logdir)), tf_reader(resolve(saved))
+    original, trained = tf.train.load_checkpoint(resolve(logdir)), tf.train.load_checkpoint(resolve(saved))
     names = [name for name in trained.get_variable_to_shape_map() if name.startswith("variables/")]
     model = [name for name in names if name.startswith("variables/world_model/")]
     head = [name for name in names if name.startswith("variables/sac/") and "critic1" in name]
@@ -159,12 +161,6 @@ def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
         np.testing.assert_array_equal(trained.get_tensor(name), original.get_tensor(name))
     assert any(not np.array_equal(trained.get_tensor(name), original.get_tensor(name)) for name in head)
     assert main(["evaluate", "--logdir", saved, "--policy", "sac", "--episodes", "1", "--quiet"]) == 0
-
-
-def tf_reader(prefix: str):
-    import tensorflow as tf
-
-    return tf.train.load_checkpoint(prefix)
 
 
 def _tiny_agent(guide_fraction: float, actor_std: float | None):

@@ -8,9 +8,10 @@ Usage:
 The run's logdir is OUT/run; the curve is OUT/curve.csv and OUT/curve.png (drawn by
 `planet-sac plot`: returns of training episodes and test phases against env steps, and
 the loss terms against updates), and the final
-evaluation of random, CEM and SAC policies goes to OUT/evaluation.json. A run stopped
-before its budget (SIGINT/SIGTERM) writes its curve so far and no evaluation; the same
-command resumes it.
+evaluation of random, CEM and SAC policies goes to OUT/evaluation.json, rewritten after
+each policy. A run stopped before its budget (SIGINT/SIGTERM) writes its curve so far and
+no evaluation; the same command resumes it, and on a finished run it evaluates the
+policies not yet in OUT/evaluation.json.
 """
 
 from __future__ import annotations
@@ -79,14 +80,38 @@ def main() -> None:
         print(f"stopped at update {reached} of {train_steps}; the same command resumes the run")
         return
 
+    header = {"config": args.config, "env_steps": args.env_steps, "policy": args.policy, "set": args.set,
+              "step": reached, "eval_episodes": args.eval_episodes}
+    evaluate_policies(logdir, os.path.join(args.out, "evaluation.json"), header, args.eval_policies)
+
+
+def evaluate_policies(logdir: str, path: str, header: dict, policies: list[str]) -> dict:
+    """Evaluates each policy on the run's final checkpoint and rewrites `path` after each one.
+
+    A stopped evaluation (a CEM policy on pixels takes minutes per episode) keeps the policies it
+    finished: the same command evaluates only the rest. Results of another checkpoint step or
+    episode count (any other header) are not reused.
+    """
     results = {}
-    for policy in args.eval_policies:
-        result = evaluate(logdir, args.eval_episodes, policy)
-        results[policy] = {key: result[key] for key in ("mean", "std", "min", "max")}
-        print(f"{policy:<16} mean {result['mean']:8.1f}  std {result['std']:7.1f}  min {result['min']:8.1f}  max {result['max']:8.1f}")
-    with open(os.path.join(args.out, "evaluation.json"), "w") as file:
-        json.dump({"config": args.config, "env_steps": args.env_steps, "policy": args.policy, "set": args.set,
-                   "evaluation": results}, file, indent=2)
+    if os.path.exists(path):
+        with open(path) as file:
+            saved = json.load(file)
+        if {key: value for key, value in saved.items() if key != "evaluation"} == header:
+            results = saved["evaluation"]
+    for policy in policies:
+        if policy in results:
+            kept = " (kept from an earlier evaluation)"
+        else:
+            result = evaluate(logdir, header["eval_episodes"], policy)
+            results[policy] = {key: result[key] for key in ("mean", "std", "min", "max", "returns")}
+            kept = ""
+            with open(path + ".tmp", "w") as file:
+                json.dump({**header, "evaluation": results}, file, indent=2)
+            os.replace(path + ".tmp", path)
+        result = results[policy]
+        print(f"{policy:<16} mean {result['mean']:8.1f}  std {result['std']:7.1f}  "
+              f"min {result['min']:8.1f}  max {result['max']:8.1f}{kept}")
+    return results
 
 
 if __name__ == "__main__":

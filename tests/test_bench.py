@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from planet_sac.benchmark import SIZES, planning_flops
 
@@ -233,3 +234,49 @@ def test_learning_curve_of_a_stopped_run_is_not_evaluated(tmp_path, monkeypatch,
     assert "stopped at update" in capsys.readouterr().out
     assert not (tmp_path / "out" / "evaluation.json").exists()
     assert (tmp_path / "out" / "curve.csv").exists()
+
+
+def test_a_stopped_final_evaluation_keeps_the_policies_it_finished(tmp_path, monkeypatch, capsys):
+    """bench/learning.py on a finished run: evaluation.json is rewritten after each policy, the same command
+    evaluates only the policies missing from it, and a different episode count evaluates all again."""
+    from tests.conftest import CONFIGS
+
+    learning = _load_bench_module("learning")
+    monkeypatch.setattr(learning, "train", lambda config, logdir, train_steps, force: {"step": train_steps})
+    monkeypatch.setattr(learning, "curve_rows", lambda logdir: [])
+    monkeypatch.setattr(learning, "plot_runs", lambda runs, path: None)
+    calls = []
+
+    class Stopped(Exception):
+        pass
+
+    def evaluate(logdir, episodes, policy):
+        calls.append(policy)
+        if calls == ["cem", "sac"]:
+            raise Stopped  # the evaluation is stopped during its second policy
+        returns = [float(len(policy))] * episodes
+        return {"mean": returns[0], "std": 0.0, "min": returns[0], "max": returns[0], "returns": returns, "step": 4}
+
+    monkeypatch.setattr(learning, "evaluate", evaluate)
+    out = tmp_path / "out"
+
+    def run(episodes):
+        monkeypatch.setattr(sys, "argv", ["learning.py", "--config", str(CONFIGS / "smoke.yaml"), "--env-steps", "300",
+                                          "--out", str(out), "--eval-policies", "cem", "sac", "random",
+                                          "--eval-episodes", str(episodes)])
+        learning.main()
+
+    with pytest.raises(Stopped):
+        run(2)
+    saved = json.loads((out / "evaluation.json").read_text())
+    assert list(saved["evaluation"]) == ["cem"] and saved["evaluation"]["cem"]["returns"] == [3.0, 3.0]
+    run(2)
+    assert calls == ["cem", "sac", "sac", "random"]  # cem not again
+    assert "kept from an earlier evaluation" in capsys.readouterr().out
+    saved = json.loads((out / "evaluation.json").read_text())
+    assert {policy: result["mean"] for policy, result in saved["evaluation"].items()} == {"cem": 3.0, "sac": 3.0, "random": 6.0}
+    assert saved["eval_episodes"] == 2 and saved["step"] > 0
+    calls[:] = ["after"]
+    run(3)
+    assert calls == ["after", "cem", "sac", "random"]
+    assert json.loads((out / "evaluation.json").read_text())["evaluation"]["random"]["returns"] == [6.0] * 3

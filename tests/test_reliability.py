@@ -12,7 +12,7 @@ import tensorflow as tf
 from planet_sac.config import load_config
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import list_episodes, load_episode
-from planet_sac.training.trainer import NonFiniteError, Trainer
+from planet_sac.training.trainer import NonFiniteError, Trainer, train
 from tests.conftest import CONFIGS, ROOT
 
 
@@ -101,3 +101,20 @@ def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints(tmp_p
     assert reader.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 6
     kept = tf.train.load_checkpoint(good)  # the good checkpoint is still there, unchanged
     assert kept.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 4
+
+
+def test_training_a_finished_run_again_reports_its_step_and_changes_nothing(tmp_path):
+    """`train` on a run already at its train_steps (the same command run twice) says the step it is at
+    and adds no update, episode or metrics record; scripts use that step to see the run finished."""
+    config = load_config(CONFIGS / "smoke.yaml", ["schedule.test_episodes=0"])
+    logdir = str(tmp_path / "run")
+    assert train(config, logdir, train_steps=3, progress=False)["step"] == 3
+    episodes = sorted(os.listdir(f"{logdir}/train_episodes"))
+    with open(f"{logdir}/metrics.jsonl") as file:
+        records = file.read()
+    assert train(config, logdir, train_steps=3, progress=False) == {"step": 3}
+    assert sorted(os.listdir(f"{logdir}/train_episodes")) == episodes
+    with open(f"{logdir}/metrics.jsonl") as file:
+        assert file.read() == records
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
+    assert reader.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 3

@@ -317,7 +317,10 @@ class Trainer:
     # ------------------------------------------------------------------ main loop
 
     def run(self, train_steps: int | None = None) -> dict:
-        """Trains until `train_steps` updates in total (default: schedule.train_steps); returns the last metrics."""
+        """Trains until `train_steps` updates in total (default: schedule.train_steps); returns the last metrics.
+
+        A run already at `train_steps` only returns `{"step": ...}`: nothing new was logged.
+        """
         schedule = self.config.schedule
         total = schedule.train_steps if train_steps is None else train_steps
         # With N environments, N episodes every N * collect_every updates: the same updates per environment step.
@@ -394,7 +397,7 @@ class Trainer:
             last = self._log({key: float(value) for key, value in metrics.items()}, TRAIN)
         self.checkpointer.save(int(self.counters.step.numpy()))
         self.logger.flush()
-        return last
+        return last or {"step": step}  # a run that had nothing left to do still says where it is
 
     def log_open_loop(self, batch: dict) -> None:
         """Open-loop prediction summary: 5 context frames from data, then the model's predictions beside the truth."""

@@ -333,6 +333,17 @@ def test_empty_directory_raises_clear_error_after_wait(tmp_path):
     assert f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {tmp_path / 'nothing'}" in message
 
 
+def test_when_every_episode_is_too_short_the_error_says_to_lower_chunk_length(tmp_path):
+    """A terminating task whose random episodes end after a few steps: more episodes would not help."""
+    put(tmp_path, 0, length=6)  # 7 steps
+    put(tmp_path, 1, length=3)  # 4 steps
+    with pytest.raises(TimeoutError) as info:
+        make_dataset(str(tmp_path), batch_size=2, chunk_length=10, wait_seconds=0.2)
+    message = str(info.value)
+    assert "(2 files skipped: 2 shorter than chunk_length 10)" in message
+    assert "the longest has 7 steps): lower data.chunk_length" in message and "Collect some" not in message
+
+
 def test_error_lists_skip_reasons(tmp_path):
     (tmp_path / "a.npz").write_text("nope")
     put(tmp_path, 1, length=5)
@@ -341,6 +352,7 @@ def test_error_lists_skip_reasons(tmp_path):
     message = str(info.value)
     assert "(2 files skipped:" in message
     assert "1 not a zip/npz file" in message and "1 shorter than chunk_length 10" in message
+    assert "Collect some with" in message  # not only short ones: the directory may be the wrong one
 
 
 def test_waits_for_first_episode(tmp_path):

@@ -107,6 +107,7 @@ class EpisodeReplay:
             "files_retried": 0,  # rejected files read again because their size or mtime changed
             "skipped_reasons": collections.Counter(),
             "too_short_skipped": 0,
+            "too_short_longest": 0,  # steps of the longest episode skipped as too short
             "terminated_episodes": 0,  # loaded episodes that end in a true termination (a discount of 0)
             "files_ignored": 0,  # older than the newest max_episodes new files of one scan
             "cache_episodes": 0,
@@ -230,6 +231,7 @@ class EpisodeReplay:
         length = len(episode["action"])
         if length < self.chunk_length:
             self.stats["too_short_skipped"] += 1
+            self.stats["too_short_longest"] = max(self.stats["too_short_longest"], length)
             logger.warning(
                 "Skipping episode file %s: too short (%d steps < chunk_length %d); it stays on disk",
                 path, length, self.chunk_length,
@@ -266,10 +268,12 @@ class EpisodeReplay:
         skipped = sum(reasons.values())
         detail = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common()) or "none found"
         where = ", ".join(self.directories)
-        return (
-            f"No usable episodes in {where} after {self.wait_seconds:g}s ({skipped} files skipped: {detail}). "
-            f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {self.directories[0]}"
-        )
+        if skipped and skipped == self.stats["too_short_skipped"]:  # more episodes of the same task would not help
+            advice = (f"All are shorter than chunk_length {self.chunk_length} (the longest has "
+                      f"{self.stats['too_short_longest']} steps): lower data.chunk_length or collect longer episodes")
+        else:
+            advice = f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {self.directories[0]}"
+        return f"No usable episodes in {where} after {self.wait_seconds:g}s ({skipped} files skipped: {detail}). {advice}"
 
 
 def make_dataset(

@@ -333,6 +333,27 @@ def test_empty_directory_raises_clear_error_after_wait(tmp_path):
     assert f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {tmp_path / 'nothing'}" in message
 
 
+def test_a_terminated_episode_shorter_than_a_chunk_is_padded_with_its_absorbing_state(tmp_path, warnings_log):
+    """A 4-step episode that ended in a termination, chunk_length 7: its steps, then three copies of its
+    last observation with action 0, reward 0 and discount 0. A truncated one as short is still skipped."""
+    episode = make_episode(5, length=3)
+    episode["discount"][-1] = 0.0
+    os.makedirs(tmp_path / "a")
+    np.savez_compressed(tmp_path / "a" / episode_filename(3, now=BASE_TIME), **episode)
+    put(tmp_path / "a", 1, length=3)  # truncated: skipped
+    replay = EpisodeReplay(str(tmp_path / "a"), chunk_length=7, every=2, seed=0)
+    chunk = next(iter(replay))
+    np.testing.assert_array_equal(chunk["state"][:, 0], [0, 1, 2, 3, 3, 3, 3])
+    np.testing.assert_array_equal(chunk["state"][:, 1], [5] * 7)
+    np.testing.assert_array_equal(chunk["action"][:, 0], [0, 0.5, 0.5, 0.5, 0, 0, 0])
+    np.testing.assert_array_equal(chunk["reward"], [0, 5, 5, 5, 0, 0, 0])
+    np.testing.assert_array_equal(chunk["discount"], [1, 1, 1, 0, 0, 0, 0])
+    assert all(value.dtype == episode[key].dtype for key, value in chunk.items())
+    assert replay.stats["padded_episodes"] == 1 and replay.stats["too_short_skipped"] == 1
+    assert replay.stats["files_loaded"] == 1 and replay.stats["terminated_episodes"] == 1
+    assert len(warnings_log) == 1 and "too short" in warnings_log[0].getMessage()
+
+
 def test_when_every_episode_is_too_short_the_error_says_to_lower_chunk_length(tmp_path):
     """A terminating task whose random episodes end after a few steps: more episodes would not help."""
     put(tmp_path, 0, length=6)  # 7 steps

@@ -53,7 +53,9 @@ class EpisodeReplay:
 
     Args:
       directory: one directory or several (their union is used); may be ``gs://``.
-      chunk_length: steps per chunk; shorter episodes are skipped (not deleted).
+      chunk_length: steps per chunk. A shorter episode that ended in a termination is
+        padded with its absorbing state (`pad_with_absorbing_state`); other shorter
+        episodes are skipped (not deleted).
       every: chunks yielded per pass between two directory scans.
       max_episodes: cache capacity; the oldest episodes are dropped first.
         ``None`` keeps everything.
@@ -108,6 +110,7 @@ class EpisodeReplay:
             "skipped_reasons": collections.Counter(),
             "too_short_skipped": 0,
             "too_short_longest": 0,  # steps of the longest episode skipped as too short
+            "padded_episodes": 0,  # terminated episodes shorter than a chunk, padded with their absorbing state
             "terminated_episodes": 0,  # loaded episodes that end in a true termination (a discount of 0)
             "files_ignored": 0,  # older than the newest max_episodes new files of one scan
             "cache_episodes": 0,
@@ -229,7 +232,8 @@ class EpisodeReplay:
         self._seen.add(path)
 
         length = len(episode["action"])
-        if length < self.chunk_length:
+        terminated = "discount" in episode and bool(episode["discount"][-1] == 0.0)
+        if length < self.chunk_length and not terminated:
             self.stats["too_short_skipped"] += 1
             self.stats["too_short_longest"] = max(self.stats["too_short_longest"], length)
             logger.warning(
@@ -237,6 +241,9 @@ class EpisodeReplay:
                 path, length, self.chunk_length,
             )
             return None
+        if length < self.chunk_length:
+            episode = pad_with_absorbing_state(episode, self.chunk_length)
+            self.stats["padded_episodes"] += 1
 
         if "discount" in episode and bool(np.any(episode["discount"] < 1.0)):
             self.stats["terminated_episodes"] += 1
@@ -303,6 +310,25 @@ def make_dataset(
     dataset = tf.data.Dataset.from_generator(replay.__iter__, output_signature=signature)
     dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(prefetch)
     return dataset, replay
+
+
+def pad_with_absorbing_state(episode: Episode, length: int) -> Episode:
+    """A terminated episode extended to `length` steps by the state it ended in.
+
+    The padding repeats the last observation with action 0, reward 0 and discount 0: after a
+    termination nothing happens and nothing is earned (the absorbing state of Kostrikov et al.'s
+    DAC). Random episodes of gymnasium's terminating MuJoCo tasks last 3-45 steps, shorter than
+    any useful chunk; PlaNet and Dreamer skip such episodes, which leaves nothing to train on.
+    """
+    missing = length - len(episode["action"])
+    padded = {}
+    for key, value in episode.items():
+        if key in ("action", "reward", "discount"):
+            fill = np.zeros((missing, *value.shape[1:]), value.dtype)
+        else:
+            fill = np.repeat(value[-1:], missing, axis=0)
+        padded[key] = np.concatenate([value, fill])
+    return padded
 
 
 def _signature(path: str) -> tuple[int, int] | None:

@@ -6,6 +6,7 @@ Every expected value is recomputed in numpy from the head's weights or set by ha
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from planet_sac.config import Config, apply_overrides
@@ -170,3 +171,20 @@ def test_the_xla_policy_acts_with_the_head():
             action, _ = policy.act(obs, state, phase)
             assert action.shape == (2, 1) and np.all(np.abs(action.numpy()) <= 1.0)
     assert policy.traces == 1
+
+
+def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path):
+    """gym:InvertedPendulum-v5: random episodes last 2-9 agent steps, shorter than a 10-step chunk. They are
+    padded with their absorbing state (not skipped, which left no data at all) and the head learns from them."""
+    pytest.importorskip("mujoco")
+    from planet_sac.config import load_config
+    from planet_sac.training.logger import read_metrics
+    from planet_sac.training.trainer import train
+    from tests.conftest import CONFIGS
+
+    config = load_config(CONFIGS / "smoke.yaml", ["env.task=gym:InvertedPendulum-v5", "model.continuation_scale=10",
+                                                  "schedule.test_episodes=0", "schedule.log_every=2"])
+    assert train(config, str(tmp_path / "run"), train_steps=2, progress=False)["step"] == 2
+    record = read_metrics(str(tmp_path / "run" / "metrics.jsonl"))[-1]
+    assert record["replay/padded_episodes"] >= 1 and record["replay/terminated_episodes"] >= 1
+    assert np.isfinite(record["loss/continuation"]) and record["loss/continuation"] > 0

@@ -12,6 +12,7 @@ from typing import Mapping
 
 import tensorflow as tf
 
+from planet_sac.compiled import compiled_method
 from planet_sac.config import POLICIES, CEMConfig
 from planet_sac.control import cem
 from planet_sac.control.sac import SAC
@@ -43,7 +44,7 @@ class Policy(tf.Module):
         latent_spec = {key: tf.TensorSpec([None, size], tf.float32) for key, size in
                        (("mean", rssm.stoch_size), ("std", rssm.stoch_size), ("stoch", rssm.stoch_size), ("deter", rssm.deter_size))}
         obs_dtype = tf.uint8 if world_model.obs_key == "image" else tf.float32
-        self.compiled = tf.function(self._act, autograph=False, jit_compile=jit_compile, input_signature=[
+        self.compiled = compiled_method(self._act, autograph=False, jit_compile=jit_compile, input_signature=[
             tf.TensorSpec([None, *world_model.obs_shape], obs_dtype),
             (latent_spec, tf.TensorSpec([None, world_model.action_size], tf.float32),
              tf.TensorSpec([None, cem_config.horizon, world_model.action_size], tf.float32)),

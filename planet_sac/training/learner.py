@@ -31,6 +31,7 @@ from typing import Dict, Mapping
 
 import tensorflow as tf
 
+from planet_sac.compiled import compiled_method
 from planet_sac.config import Config, ConfigError
 from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
@@ -72,9 +73,9 @@ class Learner(tf.Module):
                 self.rng = tf.random.Generator.from_seed(seed)
                 self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates")
                 self.consecutive_skips = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive_skips")
-        self.update = tf.function(self._update, jit_compile=optim.jit_compile, autograph=False)
-        self.evaluate = tf.function(self._evaluate, autograph=False)
-        self.catch_up = tf.function(self._catch_up, jit_compile=optim.jit_compile, autograph=False)
+        self.update = compiled_method(self._update, jit_compile=optim.jit_compile, autograph=False)
+        self.evaluate = compiled_method(self._evaluate, autograph=False)
+        self.catch_up = compiled_method(self._catch_up, jit_compile=optim.jit_compile, autograph=False)
 
     def _evaluate(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """The world model's loss terms on a batch, without an update (held-out loss, as PlaNet's test phase)."""

@@ -23,6 +23,20 @@ def smoke_config() -> Config:
     return load_config(CONFIGS / "smoke.yaml")
 
 
+@pytest.fixture
+def tensorflow_warnings() -> list:
+    """Warning records TensorFlow logs (on the `tensorflow` logger) while the test runs."""
+    import logging
+
+    records: list = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
 def state_batch(batch: int = 4, length: int = 10, state_size: int = 3, action_size: int = 1, seed: int = 0) -> dict:
     """A random [B, T] chunk of a state-observation task, in the aligned episode layout."""
     rng = np.random.default_rng(seed)

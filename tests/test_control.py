@@ -415,23 +415,13 @@ def test_actor_trajectories_sample_the_actor_or_its_mode_with_a_fixed_std(actor_
         np.testing.assert_allclose(first.mean(0), mode, atol=3 * actor_std / np.sqrt(count) + 1e-4)
 
 
-def test_several_policies_in_one_process_give_no_retracing_warning():
+def test_several_policies_in_one_process_give_no_retracing_warning(tensorflow_warnings):
     """An evaluation of several policies builds one Policy each; each traces once, which TensorFlow used to count
     together (keyed by Policy._act's code) and warn about as excessive retracing."""
-    import logging
-
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = logging.getLogger("tensorflow")
-    logger.addHandler(handler)
-    try:
-        model, sac = tiny_agent(action_size=1)
-        obs = tf.zeros([1, 3])
-        for seed in range(6):
-            policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="sac",
-                            test="sac", seed=seed)
-            policy.act(obs, policy.initial_state(1), "test")
-    finally:
-        logger.removeHandler(handler)
-    assert not [record for record in records if "retracing" in record.getMessage()]
+    model, sac = tiny_agent(action_size=1)
+    obs = tf.zeros([1, 3])
+    for seed in range(6):
+        policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="sac",
+                        test="sac", seed=seed)
+        policy.act(obs, policy.initial_state(1), "test")
+    assert not [record for record in tensorflow_warnings if "retracing" in record.getMessage()]

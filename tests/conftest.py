@@ -23,18 +23,23 @@ def smoke_config() -> Config:
     return load_config(CONFIGS / "smoke.yaml")
 
 
-@pytest.fixture
-def tensorflow_warnings() -> list:
-    """Warning records TensorFlow logs (on the `tensorflow` logger) while the test runs."""
+def logged_warnings(name: str):
+    """Collects the warning records of logger `name` (independent of propagation settings) until closed."""
     import logging
 
     records: list = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append
-    logger = logging.getLogger("tensorflow")
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
     yield records
     logger.removeHandler(handler)
+
+
+@pytest.fixture
+def tensorflow_warnings():
+    """Warning records TensorFlow logs (on the `tensorflow` logger) while the test runs."""
+    yield from logged_warnings("tensorflow")
 
 
 def state_batch(batch: int = 4, length: int = 10, state_size: int = 3, action_size: int = 1, seed: int = 0) -> dict:

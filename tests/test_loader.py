@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import itertools
-import logging
 import os
 import time
 
@@ -14,6 +13,7 @@ import pytest
 
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import episode_filename, save_episode
+from tests.conftest import logged_warnings
 
 BASE_TIME = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -57,13 +57,7 @@ def take(iterator, n):
 @pytest.fixture
 def warnings_log():
     """Warning records of the ``planet_sac`` logger (independent of propagation settings)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = logging.getLogger("planet_sac")
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
+    yield from logged_warnings("planet_sac")
 
 
 # ------------------------------------------------------------------ chunks

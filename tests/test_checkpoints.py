@@ -110,7 +110,7 @@ def two_checkpoints(directory: str) -> None:
 
 
 @pytest.mark.parametrize("state", [
-    'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n',  # trimmed, no timestamps (bench/keep_run.sh)
+    'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n',  # trimmed by hand, no timestamps
     'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
     "all_model_checkpoint_timestamps: 5.0\nlast_preserved_timestamp: 1.0\n",  # older than a save that finished its files
     None,  # the state file lost (a copied folder)

@@ -85,7 +85,7 @@ def reconcile_state(directory: str) -> None:
 
     tf.train.CheckpointManager resumes from, and rotates, only the checkpoints its state file lists
     with timestamps newer than its `last_preserved_timestamp`. A state file that lost them (copied or
-    trimmed by hand or by a tool such as bench/keep_run.sh), that is missing, or that is older than
+    trimmed by hand or by a tool), that is missing, or that is older than
     a save which finished writing its files would otherwise make a run start from scratch beside
     its own checkpoints. Timestamps come from the index files' modification times.
     """

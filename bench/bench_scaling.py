@@ -116,7 +116,7 @@ def main() -> None:
     if "envs" in args.parts:
         results["env_steps_per_s"] = env_rates(args.run, args.envs, args.policies, args.steps)
     if "learner" in args.parts:
-        from planet_sac.agent import find_run_config
+        from planet_sac.checkpoints import find_run_config
 
         work = tempfile.mkdtemp(prefix="bench_scaling_")
         logdir = os.path.join(work, "run")

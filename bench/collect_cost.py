@@ -37,7 +37,8 @@ import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
 import numpy as np
 
 from planet_sac.acting.actor import TRAIN, run_episode
-from planet_sac.agent import find_run_config, load_agent
+from planet_sac.agent import load_agent
+from planet_sac.checkpoints import find_run_config
 from planet_sac.episodes.loader import make_dataset
 from planet_sac.plotting import POLICY_RETURN, run_labels
 from planet_sac.training.learner import Learner

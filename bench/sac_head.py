@@ -50,11 +50,11 @@ import tensorflow as tf
 
 from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
+from planet_sac.checkpoints import Checkpointer
 from planet_sac.config import apply_overrides, save_config
 from planet_sac.control.policy import Policy
 from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns, filtered_features
 from planet_sac.episodes.storage import list_episodes, load_episode
-from planet_sac.training.checkpoints import Checkpointer
 from planet_sac.training.learner import head_round
 
 GAP_OFFSETS = (0, 1, 2, 3, 5, 10, 20)

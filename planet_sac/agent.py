@@ -8,17 +8,16 @@ collectors, scripts).
 from __future__ import annotations
 
 import dataclasses
-import posixpath
 from typing import Sequence
 
 import tensorflow as tf
 
-from planet_sac.config import Config, ConfigError, apply_overrides, read_config_file
+from planet_sac.checkpoints import checkpoint_step, find_run_config, named_variables, resolve, restore_filtered
+from planet_sac.config import Config, apply_overrides
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
 from planet_sac.envs import make_env
 from planet_sac.models.world_model import WorldModel
-from planet_sac.training.checkpoints import named_variables, resolve, restore_filtered
 
 ACTING_VARIABLES = ("world_model/", "sac/")
 """Name patterns of the variables an agent needs to act (no optimizer state, no counters)."""
@@ -56,21 +55,6 @@ class Agent:
         prefix = resolve(checkpoint)
         restore_filtered(self.acting_variables(), prefix, include=list(include))
         return checkpoint_step(prefix)
-
-
-def checkpoint_step(prefix: str) -> int:
-    """The run's update counter stored in the checkpoint at `prefix`."""
-    return int(tf.train.load_checkpoint(prefix).get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE"))
-
-
-def find_run_config(checkpoint: str) -> Config:
-    """The config.yaml of the run that wrote `checkpoint` (a logdir, its checkpoints/ or a prefix)."""
-    path = checkpoint.rstrip("/")
-    for _ in range(3):
-        if tf.io.gfile.exists(f"{path}/config.yaml"):
-            return read_config_file(f"{path}/config.yaml")
-        path = posixpath.dirname(path)
-    raise ConfigError(f"{checkpoint} is not a training run (it has no config.yaml); pass the --logdir of a run")
 
 
 def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,

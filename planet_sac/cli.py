@@ -121,9 +121,9 @@ def _user_errors(command: str) -> tuple[tuple[type, ...], tuple[type, ...]]:
         return (ConfigError, SetupError), (MemoryError,)
     import tensorflow as tf
 
+    from planet_sac.checkpoints import CheckpointError
     from planet_sac.episodes.loader import NoEpisodesError
     from planet_sac.episodes.storage import BadEpisodeError
-    from planet_sac.training.checkpoints import CheckpointError
     from planet_sac.training.trainer import NonFiniteError
 
     return ((ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError),
@@ -208,7 +208,7 @@ def _collect(args: argparse.Namespace) -> int:
 
 def _collect_with_run(args: argparse.Namespace) -> int:
     from planet_sac.acting.collector import Collector
-    from planet_sac.agent import find_run_config
+    from planet_sac.checkpoints import find_run_config
     from planet_sac.config import apply_overrides
     from planet_sac.training.run_dir import prepare_logdir
 
@@ -239,7 +239,7 @@ def _collect_with_run(args: argparse.Namespace) -> int:
 
 
 def _is_run(checkpoint: str) -> bool:
-    from planet_sac.agent import find_run_config
+    from planet_sac.checkpoints import find_run_config
 
     try:
         find_run_config(checkpoint)
@@ -256,7 +256,7 @@ def _print_collected(outdir: str, summaries: list[dict]) -> None:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from planet_sac.acting.evaluation import check_run, evaluate
-    from planet_sac.agent import find_run_config
+    from planet_sac.checkpoints import find_run_config
     from planet_sac.config import apply_overrides
 
     if args.episodes < 1:
@@ -313,7 +313,7 @@ def _config_reference(args: argparse.Namespace) -> int:
 
 
 def _variables(args: argparse.Namespace) -> int:
-    from planet_sac.training.checkpoints import list_variables, resolve
+    from planet_sac.checkpoints import list_variables, resolve
 
     entries = list_variables(args.checkpoint)
     print(f"# {resolve(args.checkpoint)}: {len(entries)} variables")

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from planet_sac.models.networks import variable_name
+from planet_sac.checkpoints import variable_name
 
 
 class Adam(tf.Module):

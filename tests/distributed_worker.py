@@ -54,7 +54,7 @@ def build(config, strategy, seed: int = 0):
 
 def variables(learner) -> dict:
     """Every variable the update touches, by checkpoint name (as the trainer names them)."""
-    from planet_sac.training.checkpoints import named_variables
+    from planet_sac.checkpoints import named_variables
 
     return named_variables([learner.world_model, learner.sac, learner.optimizer, learner],
                            extra={"learner/rng_state": learner.rng.state})

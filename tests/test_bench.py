@@ -143,8 +143,8 @@ def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
     """--save-run: the saved run holds the run's world model unchanged and the head as trained (not as loaded)."""
     import tensorflow as tf
 
+    from planet_sac.checkpoints import resolve
     from planet_sac.cli import main
-    from planet_sac.training.checkpoints import resolve
     from tests.conftest import CONFIGS, ROOT
 
     logdir, saved = str(tmp_path / "run"), str(tmp_path / "saved")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from planet_sac.training.checkpoints import Checkpointer, CheckpointError, list_variables, named_variables, resolve, restore_filtered
+from planet_sac.checkpoints import Checkpointer, CheckpointError, list_variables, named_variables, resolve, restore_filtered
 
 
 class Net(tf.Module):

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from planet_sac.agent import load_agent
-from planet_sac.models.networks import variable_name
+from planet_sac.checkpoints import variable_name
 from planet_sac.training.run_dir import resolve_run_config
 from planet_sac.training.trainer import Trainer
 from tests.conftest import ROOT

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from planet_sac.checkpoints import variable_name
 from planet_sac.config import Config, apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.transitions import imagined_transitions
-from planet_sac.models.networks import variable_name
 from planet_sac.training.trainer import imagination_termination_warning
 from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
 

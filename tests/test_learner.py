@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from planet_sac.checkpoints import Checkpointer, named_variables
 from planet_sac.config import apply_overrides, load_config
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
-from planet_sac.training.checkpoints import Checkpointer, named_variables
 from planet_sac.training.learner import Learner
 from tests.conftest import CONFIGS, state_batch
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from planet_sac.checkpoints import variable_name
 from planet_sac.config import ModelConfig
-from planet_sac.models.networks import variable_name
 from planet_sac.models.world_model import WorldModel
 from tests.numpy_reference import gaussian_kl, img_step, observe
 

@@ -24,10 +24,10 @@ from typing import Sequence
 import tensorflow as tf
 
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
-from planet_sac.agent import ACTING_VARIABLES, Agent, checkpoint_step, find_run_config
+from planet_sac.agent import ACTING_VARIABLES, Agent
+from planet_sac.checkpoints import CheckpointError, checkpoint_step, find_run_config, latest_checkpoint, restore_filtered
 from planet_sac.config import Config, ConfigError, apply_overrides
 from planet_sac.envs import make_envs
-from planet_sac.training.checkpoints import CheckpointError, latest_checkpoint, restore_filtered
 
 log = logging.getLogger("planet_sac")
 

@@ -9,9 +9,9 @@ import numpy as np
 import tensorflow as tf
 
 from planet_sac.acting.actor import TEST, Actor, RecordFrames
-from planet_sac.agent import find_run_config, load_agent
+from planet_sac.agent import load_agent
+from planet_sac.checkpoints import find_run_config, resolve
 from planet_sac.config import ConfigError
-from planet_sac.training.checkpoints import resolve
 
 
 def check_run(logdir: str, video: str | None = None) -> None:

@@ -23,11 +23,6 @@ def _glorot(shape: Sequence[int], fan_in: int, fan_out: int, seed: int, name: st
     return tf.random.stateless_uniform(shape, seed=[seed, key], minval=-limit, maxval=limit)
 
 
-def variable_name(variable: tf.Variable) -> str:
-    """A variable's stable name without the `:0` suffix."""
-    return variable.name.split(":")[0]
-
-
 class Dense(tf.Module):
     """A fully connected layer y = act(x W + b)."""
 

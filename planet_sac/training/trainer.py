@@ -28,13 +28,13 @@ from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
+from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.config import Config, ConfigError, diff, load_config, read_config_file, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import load_episode
 from planet_sac.training import distribute
-from planet_sac.training.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
 from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir

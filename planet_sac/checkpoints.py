@@ -1,5 +1,9 @@
 """Checkpoints keyed by stable variable names, exact resume, and filtered restore.
 
+The store of variables that the learner writes and the actors read (Acme's variable
+source): it sits at the bottom layer, beside the config, so trainer, collector,
+evaluation and agent all read checkpoints through the same code.
+
 A checkpoint stores every variable of a run under its hierarchical name
 (`world_model/rssm/gru/kernel`, `optimizer/world_model/m/...`, `sac/actor/...`,
 `counters/step`, ...), so the names a user sees in `planet-sac variables` are the
@@ -12,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import posixpath
 import re
 import time
 from typing import Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
-from planet_sac.models.networks import variable_name
+from planet_sac.config import Config, ConfigError, read_config_file
 
 log = logging.getLogger("planet_sac")
 
@@ -28,6 +33,11 @@ _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be found, read or matched, described in one line."""
+
+
+def variable_name(variable: tf.Variable) -> str:
+    """A variable's stable name without the `:0` suffix."""
+    return variable.name.split(":")[0]
 
 
 def named_variables(modules: Iterable[tf.Module], extra: Mapping[str, tf.Variable] | None = None) -> dict[str, tf.Variable]:
@@ -232,3 +242,18 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else error.__class__.__name__
+
+
+def checkpoint_step(prefix: str) -> int:
+    """The run's update counter stored in the checkpoint at `prefix`."""
+    return int(tf.train.load_checkpoint(prefix).get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def find_run_config(checkpoint: str) -> Config:
+    """The config.yaml of the run that wrote `checkpoint` (a logdir, its checkpoints/ or a prefix)."""
+    path = checkpoint.rstrip("/")
+    for _ in range(3):
+        if tf.io.gfile.exists(f"{path}/config.yaml"):
+            return read_config_file(f"{path}/config.yaml")
+        path = posixpath.dirname(path)
+    raise ConfigError(f"{checkpoint} is not a training run (it has no config.yaml); pass the --logdir of a run")

@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 # Declared on purpose although no file imports them, with the reason.
 NOT_IMPORTED = {
     "tf-keras": "tensorflow-probability loads it at run time (tf.keras is Keras 3)",
-    "mujoco": "dm_control's simulator, pinned to the version dm_control 1.0.50 needs",
+    "mujoco": "dm_control's simulator, declared to keep it below 4.0 (dm_control 1.0.50 only asks >=3.17)",
     "ruff": "the linter `make test` runs before pytest: a command, not a library",
     "pytest-xdist": "a pytest plugin `make test` turns on with -n (the suite on 2 processes)",
 }

@@ -69,7 +69,7 @@ class Actor:
                  outdir: str | None = None):
         if phase not in (TRAIN, TEST):
             raise ValueError(f"phase must be {TRAIN!r} or {TEST!r}, got {phase!r}")
-        self.envs = envs if hasattr(envs, "num_envs") else LocalEnvs(envs)
+        self.envs: EnvBatch = LocalEnvs(envs) if isinstance(envs, gymnasium.Env) else envs
         self.policy = policy
         self.phase = phase
         self.outdir = outdir
@@ -87,9 +87,10 @@ class Actor:
 
         def start(index: int) -> None:
             nonlocal started
-            obs[index] = envs.reset(index)
-            steps[index] = {key: [value] for key, value in obs[index].items()}
-            steps[index].update(action=[np.zeros(action_size, np.float32)], reward=[0.0], discount=[1.0])
+            first = envs.reset(index)
+            obs[index] = first
+            steps[index] = {**{key: [value] for key, value in first.items()},
+                            "action": [np.zeros(action_size, np.float32)], "reward": [0.0], "discount": [1.0]}
             started += 1
 
         for index in range(min(count, num_episodes)):
@@ -104,15 +105,16 @@ class Actor:
                 restarted = np.zeros(count, bool)
                 for index in active:
                     result = results[index]
-                    if result.crashed:
+                    record = steps[index]
+                    assert record is not None  # `active` holds the environments with an episode
+                    if result.crashed or result.obs is None:
                         self.crashes += 1
                         log.warning("environment %d crashed: its partial episode (%d steps) is dropped", index,
-                                    len(steps[index]["action"]) - 1)
+                                    len(record["action"]) - 1)
                         started -= 1
                         start(index)
                         restarted[index] = True
                         continue
-                    record = steps[index]
                     for key, value in result.obs.items():
                         record[key].append(value)
                     record["action"].append(actions[index])
@@ -136,8 +138,8 @@ class Actor:
         episode = {key: np.stack(values) for key, values in record.items() if key not in ("action", "reward", "discount")}
         for key in ("action", "reward", "discount"):
             episode[key] = np.asarray(record[key], np.float32)
-        summary = {"length": len(episode["action"]) - 1, "return": float(episode["reward"].sum()), "env": index,
-                   "path": save_episode(self.outdir, episode) if self.outdir else None}
+        summary: dict[str, Any] = {"length": len(episode["action"]) - 1, "return": float(episode["reward"].sum()),
+                                   "env": index, "path": save_episode(self.outdir, episode) if self.outdir else None}
         if not self.outdir:
             summary["episode"] = episode
         return summary

@@ -102,6 +102,15 @@ def test_exported_sac_acts_as_the_in_process_head_without_planet_sac(tmp_path, c
     assert report["state_keys"] == ["deter", "mean", "plan", "previous_action", "std", "stoch"]
     assert "action" in report["signature_keys"] and "state/deter" in report["signature_keys"]
 
+    # docs/export.md's serving loop, as written there, with gymnasium and the SavedModel only
+    text = (ROOT / "docs" / "export.md").read_text()
+    loop = text.split("## Serving it with gymnasium only", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    assert len(loop.strip().splitlines()) <= 20 and "logdir/pendulum/export/sac" in loop
+    script = tmp_path / "docs_loop.py"
+    script.write_text('import sys\nsys.modules["planet_sac"] = None\n' + loop.replace("logdir/pendulum/export/sac", str(out)))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0 and result.stdout.startswith("return "), result.stderr[-3000:]
+
 
 @pytest.fixture
 def image_run(tmp_path, monkeypatch):

@@ -200,16 +200,20 @@ def test_a_failed_write_leaves_nothing_under_out(tmp_path, monkeypatch, capsys):
     from planet_sac import export
 
     real_save = tf.saved_model.save
+    target = tmp_path / "out" / "saved"
+    seen = []
 
     def save_then_fail(module, path, **kwargs):
         real_save(module, path, **kwargs)  # everything written ...
+        seen.append((os.path.dirname(path), os.path.exists(target)))  # (a kill here must leave no `target`)
         raise OSError(28, "No space left on device")  # ... then the disk fills up before the rename
 
     monkeypatch.setattr(export.tf.saved_model, "save", save_then_fail)
     run = tmp_path / "run"
     shutil.copytree(FIXTURE_RUN, run)
     with pytest.raises(OSError):
-        export.export_run(str(run), "sac", str(tmp_path / "out" / "saved"))
+        export.export_run(str(run), "sac", str(target))
+    assert seen == [(str(tmp_path / "out"), False)]  # written to a sibling of `target`, not to it
     assert os.listdir(tmp_path / "out") == []  # no SavedModel, no temporary sibling
     monkeypatch.undo()
     (tmp_path / "taken").mkdir()

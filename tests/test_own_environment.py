@@ -88,11 +88,11 @@ from gymnasium import spaces
 
 class Mixed(gymnasium.Env):
     def __init__(self, render_mode=None, size=32):
-        self.observation_space = spaces.Dict({
-            "zeta": spaces.Box(-100, 100, (2, 2), np.float32),
-            "camera": spaces.Box(0, 255, (size, size, 3), np.uint8),
-            "alpha": spaces.Box(-100, 100, (3,), np.float32),
-        })
+        self.observation_space = spaces.Dict([  # pairs keep their order (a plain dict would be sorted by gymnasium)
+            ("zeta", spaces.Box(-100, 100, (2, 2), np.float32)),
+            ("camera", spaces.Box(0, 255, (size, size, 3), np.uint8)),
+            ("alpha", spaces.Box(-100, 100, (3,), np.float32)),
+        ])
         self.action_space = spaces.Box(-1, 1, (1,), np.float32)
 
     def _obs(self):

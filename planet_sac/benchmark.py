@@ -223,6 +223,30 @@ def time_actions(config: Config, envs: tuple[int, ...], reps: int) -> dict:
     return result
 
 
+def time_export(config: Config, reps: int) -> dict:
+    """One SAC action (1 environment, 64x64 frame) of the exported SavedModel, loaded back, against the in-process
+    policy it was exported from, timed alternately; and the SavedModel's size (`planet-sac export`)."""
+    from planet_sac.export import export_agent
+
+    agent = acting_agent(config, config.policy.jit_compile)
+    folder = tempfile.mkdtemp(prefix="planet_sac_bench_export_")
+    try:
+        written = export_agent(agent, config, "sac", os.path.join(folder, "sac"))
+        loaded = tf.saved_model.load(written["path"])
+        obs = tf.zeros([1, 64, 64, 3], tf.uint8)
+        exported_state = loaded.get_initial_state(1)
+        sac_reps = max(reps, 100)
+        exported, in_process = [], []
+        for _ in range(3):  # alternated, so load on a shared machine hits both alike
+            exported.append(median_time(lambda: loaded.action(obs, exported_state).action.numpy(), sac_reps))
+            in_process.append(policy_action_seconds(agent, "sac", 1, sac_reps))
+        return {"export_sac_action_ms": 1000.0 * statistics.median(exported),
+                "export_in_process_sac_action_ms": 1000.0 * statistics.median(in_process),
+                "export_saved_model_mb": written["bytes"] / 1e6}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def profile_cem(model: WorldModel, config: Config, rng: tf.random.Generator, reps: int) -> dict:
     """Where one float32 CEM action (1 environment) spends its time, each part timed alone for all iterations.
 
@@ -315,6 +339,7 @@ def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
     results["train_update_mixed_bfloat16_s"] = {f"{b}x{t}": time_update(config, b, t, reps, "mixed_bfloat16")
                                                 for b, t in shape.updates}
     results.update(time_actions(config, shape.envs, reps))
+    results.update(time_export(config, reps))
     batch, length = shape.updates[-1]
     results.update(time_loader(shape.loader_episodes, shape.loader_length, batch, length))
     results["training_chunks_per_s"] = {key: int(key.split("x")[0]) / seconds
@@ -376,6 +401,10 @@ def table(results: dict) -> str:
     row("SAC action", f"{results['sac_action_ms']:.2f} ms")
     xla = results["sac_action_xla_vs_graph_ms"]
     row("  SAC action, XLA off / on", f"{xla['False']:.2f} / {xla['True']:.2f} ms", f"XLA {xla['False'] / xla['True']:.2f}x")
+    exported, in_process = results["export_sac_action_ms"], results["export_in_process_sac_action_ms"]
+    row("SAC action, exported SavedModel", f"{exported:.2f} ms",
+        f"{exported / in_process:.2f}x the in-process policy's {in_process:.2f} ms")
+    row("  SavedModel size (planet-sac export)", f"{results['export_saved_model_mb']:.2f} MB")
     row("loader (tf.data)", f"{results['loader_chunks_per_s']:.0f} chunks/s")
     for key, rate in results["training_chunks_per_s"].items():
         row(f"training consumes at {key}", f"{rate:.1f} chunks/s")

@@ -1,4 +1,4 @@
-"""The `planet-sac` command line: train, collect, evaluate, bench, plot, variables, config-reference.
+"""The `planet-sac` command line: train, collect, evaluate, export, bench, plot, variables, config-reference.
 
 `train`, `collect` and `evaluate` take `--set section.key=value` overrides (repeatable),
 checked against the config before anything is written. Errors in the user's input or
@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh)")
 
+    export = commands.add_parser("export", parents=[output],
+                                 help="write a run's policy as a TensorFlow SavedModel (TF-Agents' PolicySaver conventions)")
+    export.add_argument("--logdir", required=True, help="the run; its latest checkpoint is exported")
+    export.add_argument("--policy", choices=["sac", "cem", "sac_guided_cem"], default="sac", help="the policy to export")
+    export.add_argument("--out", metavar="DIR", help="new folder for the SavedModel (default: LOGDIR/export/POLICY)")
+
     plot = commands.add_parser("plot", parents=[output], help="draw return and loss curves of one or more runs from metrics.jsonl")
     plot.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="runs to plot; several are drawn as mean and spread too")
     plot.add_argument("--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
@@ -135,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output(args)
     user_errors, out_of_memory = _user_errors(args.command)
     commands = {"train": _train, "collect": _collect, "evaluate": _evaluate, "plot": _plot, "variables": _variables,
-                "config-reference": _config_reference, "bench": _bench}
+                "config-reference": _config_reference, "bench": _bench, "export": _export}
     try:
         return commands[args.command](args)
     except user_errors as error:
@@ -284,6 +290,15 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as file:
             json.dump(results, file, indent=2)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from planet_sac.export import export_run
+
+    result = export_run(args.logdir, args.policy, args.out)
+    print(f"wrote {result['path']}: {args.policy} policy of checkpoint step {result['step']}, "
+          f"{result['bytes'] / 1e6:.2f} MB (load it with tf.saved_model.load)")
     return 0
 
 

@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 class EnvConfig:
     """Which environment to run and how observations look."""
 
-    task: str = "dmc:cheetah-run"  # the task: a gymnasium id or a dm_control domain-task pair
+    task: str = "dmc:cheetah-run"  # the task: a gymnasium id (gym:<module>:<id> imports module first) or a dm_control domain-task pair
     obs: Literal["image", "state"] = "image"  # image: 64x64x3 uint8 frames; state: the flat state vector
     action_repeat: int = 4  # simulator steps per agent action (rewards summed)
     time_limit: int | None = None  # agent steps per episode; None = the task's own limit
@@ -39,7 +39,7 @@ class EnvConfig:
     num_envs: int = 1  # environments stepped in parallel processes while collecting (1 = in this process)
 
     def validate(self) -> None:
-        _record("env.task", "`gym:<id>` or `dmc:<domain>-<task>`")
+        _record("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
         if not (self.task.startswith("gym:") or self.task.startswith("dmc:")) or len(self.task) < 5:
             raise ConfigError(
                 f"env.task={self.task!r}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"

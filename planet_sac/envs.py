@@ -4,8 +4,15 @@
 ``"image"`` (uint8, ``image_size x image_size x 3``) or ``"state"`` (flat float32 vector), and
 whose actions are a float32 Box in ``[-1, 1]``. Two sources are supported:
 
-* ``gym:<id>``: any registered gymnasium environment with a continuous (Box) action space.
+* ``gym:<id>``: any registered gymnasium environment with a continuous (Box) action space;
+  ``gym:<module>:<id>`` first imports ``module`` (which registers ``id``), as
+  ``gymnasium.make("module:id")`` does, in this process and in every environment process.
 * ``dmc:<domain>-<task>``: a dm_control suite task (needs ``pip install 'planet-sac[dmc]'``).
+
+Observations of gymnasium environments (see ``GymEnv``): a ``Dict`` observation space is mapped to
+``image`` (its one uint8 ``H x W x 3`` key, resized to ``image_size``) or ``state`` (all its other
+keys, sorted by name, each flattened to float32 and concatenated); an observation that is itself a
+uint8 ``H x W x 3`` image is the image; any other environment's image is its ``render()`` frame.
 
 Action repeat lives inside the base environments rather than in a wrapper so that an image is
 rendered once per agent step, not once per simulator step (rendering dominates the cost).
@@ -20,6 +27,7 @@ This module and ``planet_sac/__init__.py`` must therefore never import TensorFlo
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import math
 import os
@@ -28,9 +36,11 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+import traceback
 import weakref
 from multiprocessing.connection import Connection
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 import gymnasium
 import numpy as np
@@ -47,7 +57,7 @@ DMC_DEFAULT_STEPS = 1000
 """Episode length of the dm_control suite tasks in control steps (before action repeat)."""
 
 _TASK_FORMAT = (
-    "expected 'gym:<gymnasium id>' (e.g. 'gym:Pendulum-v1') "
+    "expected 'gym:<gymnasium id>' (e.g. 'gym:Pendulum-v1'), 'gym:<module>:<id>' (e.g. 'gym:myenvs:MyReach-v0') "
     "or 'dmc:<domain>-<task>' (e.g. 'dmc:cartpole-swingup')"
 )
 
@@ -64,7 +74,7 @@ def make_env(
     """Create an environment for ``task`` with dict observations and actions in [-1, 1].
 
     Args:
-        task: ``gym:<gymnasium id>`` or ``dmc:<domain>-<task>``.
+        task: ``gym:<gymnasium id>``, ``gym:<module>:<gymnasium id>`` or ``dmc:<domain>-<task>``.
         obs: ``"image"`` for rendered RGB frames or ``"state"`` for the flat state vector.
         action_repeat: Simulator steps per agent action; rewards are summed.
         time_limit: Maximum agent actions per episode; ``None`` keeps the task's default length
@@ -89,19 +99,99 @@ def make_env(
         raise ConfigError(f"bad task {task!r}: {_TASK_FORMAT}")
     if source == "gym":
         kind: type[SimEnv] = GymEnv
-        uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(name), "entry_point", ""))
+        env_id = import_gym_module(name)
+        uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(env_id), "entry_point", ""))
     elif source == "dmc":
         kind, uses_mujoco = DMCEnv, True
     else:
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
-    env = EnvProcess(kind, *args) if uses_mujoco and _spawn else kind(*args)
+    env = EnvProcess(kind, *args, python_path=module_paths(task)) if uses_mujoco and _spawn else kind(*args)
     if time_limit is None and env.default_steps is not None:
         time_limit = math.ceil(env.default_steps / action_repeat)
     wrapped = TimeLimit(NormalizeActions(env), time_limit)
     wrapped.action_space.seed(seed)
     wrapped.observation_space.seed(seed)
     return wrapped
+
+
+def import_gym_module(name: str) -> str:
+    """The gymnasium id of ``module:id`` (or a bare ``id``), after importing ``module`` so that it registers ``id``.
+
+    As ``gymnasium.make("module:id")``: the module is imported before the id is looked up. It is
+    looked for on ``sys.path`` and then in the working directory (``planet-sac`` is a console script,
+    whose ``sys.path`` does not hold the directory it is run from).
+
+    Raises:
+        ConfigError: If the module cannot be imported, or does not register ``id`` (one line).
+    """
+    module, sep, env_id = name.rpartition(":")
+    if not sep:
+        return name
+    if not module or not env_id:
+        raise ConfigError(f"bad task 'gym:{name}': {_TASK_FORMAT}")
+    before = set(gymnasium.envs.registry)
+    try:
+        _import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module == error.name or module.startswith(error.name + ".")):
+            raise ConfigError(f"gym:{name}: importing module {module!r} failed: {_one_line(error)}") from None
+        raise ConfigError(f"gym:{name}: no module named {module!r} on the Python path or in the working directory "
+                          f"{os.getcwd()}; add its folder to PYTHONPATH") from None
+    except Exception as error:  # the module's own code failed: its message, in one line
+        raise ConfigError(f"gym:{name}: importing module {module!r} failed: {_one_line(error)}") from None
+    _REGISTERED.setdefault(module, set()).update(set(gymnasium.envs.registry) - before)
+    if env_id not in gymnasium.envs.registry:
+        own = sorted(_REGISTERED[module] | {key for key, spec in gymnasium.envs.registry.items()
+                                             if _registered_by(spec, module)})
+        registered = f"it registers {', '.join(own)}" if own else "it registers no gymnasium id"
+        raise ConfigError(f"gym:{name}: module {module!r} did not register {env_id!r} ({registered}); "
+                          f"call gymnasium.register(id={env_id!r}, entry_point=...) in it")
+    return env_id
+
+
+_REGISTERED: dict[str, set[str]] = {}
+"""The gymnasium ids each module imported by `import_gym_module` registered when it was imported."""
+
+
+def _import_module(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        here = os.getcwd()
+        on_path = {os.path.abspath(entry or os.curdir) for entry in sys.path}
+        if here in on_path or error.name is None or not (module == error.name or module.startswith(error.name + ".")):
+            raise
+        sys.path.append(here)
+        importlib.import_module(module)
+
+
+def _registered_by(spec: gymnasium.envs.registration.EnvSpec, module: str) -> bool:
+    entry = spec.entry_point
+    where = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return where == module or where.startswith(module + ".")
+
+
+def _one_line(error: BaseException) -> str:
+    message = " ".join(str(error).split())[:300]
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def module_paths(task: str) -> list[str]:
+    """The folder an environment process needs on its path to import the module of ``gym:<module>:<id>`` (else [])."""
+    source, _, name = task.partition(":")
+    module, sep, _ = name.rpartition(":")
+    if source != "gym" or not sep or module not in sys.modules:
+        return []
+    path = getattr(sys.modules[module], "__file__", None)
+    if not path:
+        return []
+    root = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(path).startswith("__init__."):
+        root = os.path.dirname(root)
+    for _ in range(module.count(".")):
+        root = os.path.dirname(root)
+    return [root]
 
 
 class SimEnv(gymnasium.Env):
@@ -155,28 +245,39 @@ class SimEnv(gymnasium.Env):
 
 
 class GymEnv(SimEnv):
-    """A gymnasium environment (without its own time limit) as a ``SimEnv``."""
+    """A gymnasium environment (without its own time limit) as a ``SimEnv``.
+
+    ``name`` is a registered id or ``module:id`` (the module is imported first, see
+    ``import_gym_module``). Observations are mapped as follows:
+
+    * a ``Dict`` space: the image is its one uint8 ``H x W x 3`` key (two such keys are refused); the
+      state is every other key, in sorted order of the key names, each flattened (``spaces.flatten``)
+      to float32 and concatenated;
+    * a uint8 ``H x W x 3`` Box: the observation is the image (``obs="state"`` flattens it);
+    * any other space: the state is the flattened observation, the image the ``render()`` frame.
+
+    Images of another size are resized to ``image_size x image_size`` by area averaging (``resize_image``).
+    """
 
     def __init__(
         self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None
     ) -> None:
         super().__init__(obs_key, action_repeat, image_size, seed)
         self.name = name
+        env_id = import_gym_module(name)
         try:
-            spec = gymnasium.spec(name)
+            spec = gymnasium.spec(env_id)
         except gymnasium.error.Error as err:
             message = " ".join(str(err).split())
             raise ConfigError(
                 f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
-                "e.g. 'gym:Pendulum-v1'"
+                "e.g. 'gym:Pendulum-v1', or 'gym:<module>:<id>' for an id your module registers"
             ) from None
         self.default_steps = spec.max_episode_steps
         can_render = "rgb_array" in _render_modes(spec)
-        if obs_key == "image" and not can_render:
-            raise ConfigError(f"gym:{name} cannot render rgb_array frames; use obs='state'")
         self.render_mode = "rgb_array" if can_render else None
         kwargs = {"render_mode": "rgb_array"} if can_render else {}
-        self._env = gymnasium.make(name, max_episode_steps=-1, **kwargs)
+        self._env = gymnasium.make(env_id, max_episode_steps=-1, **kwargs)
         action_space = self._env.action_space
         if not isinstance(action_space, spaces.Box):
             raise ConfigError(
@@ -186,13 +287,34 @@ class GymEnv(SimEnv):
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise ConfigError(f"gym:{name} has unbounded actions; bounded Box actions are needed")
         self.action_space = action_space
-        self._inner_obs_space = self._env.observation_space
+        inner = self._inner_obs_space = self._env.observation_space
+        self._image_key: str | None = None  # where the image comes from: a Dict key, "" (the observation), None (render)
+        self._state_keys: list[str] | None = None  # the Dict keys of the state, None: the whole observation
+        if isinstance(inner, spaces.Dict):
+            images = [key for key, space in inner.spaces.items() if _is_image_space(space)]
+            if len(images) > 1:
+                raise ConfigError(f"gym:{name} has {len(images)} uint8 HxWx3 image observations "
+                                  f"({', '.join(map(str, images))}); planet_sac takes one image key")
+            self._image_key = images[0] if images else None
+            self._state_keys = sorted(key for key in inner.spaces if key != self._image_key)
+        elif _is_image_space(inner):
+            self._image_key = ""
         if obs_key == "image":
+            if self._image_key is None and not can_render:
+                self._env.close()
+                raise ConfigError(f"gym:{name} has no image observation and cannot render rgb_array frames; "
+                                  "use obs='state'")
             self.observation_space = spaces.Dict(
                 image=spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
             )
         else:
-            size = spaces.flatdim(self._inner_obs_space)
+            if self._state_keys is not None:
+                size = sum(spaces.flatdim(inner[key]) for key in self._state_keys)
+            else:
+                size = spaces.flatdim(inner)
+            if size == 0:
+                self._env.close()
+                raise ConfigError(f"gym:{name} has no state keys beside its image {self._image_key!r}; use obs='image'")
             self.observation_space = spaces.Dict(
                 state=spaces.Box(-np.inf, np.inf, (size,), np.float32)
             )
@@ -206,9 +328,19 @@ class GymEnv(SimEnv):
         return float(reward), bool(terminated), bool(truncated), info
 
     def _observe(self) -> dict[str, np.ndarray]:
+        obs = self._last_obs
         if self.obs_key == "image":
-            return {"image": resize_image(self.render(), self.image_size)}
-        state = spaces.flatten(self._inner_obs_space, self._last_obs)
+            if self._image_key is None:
+                frame = self.render()
+            else:
+                frame = obs[self._image_key] if self._image_key else obs
+            return {"image": resize_image(frame, self.image_size)}
+        if self._state_keys is None:
+            state = spaces.flatten(self._inner_obs_space, obs)
+        else:
+            parts = [np.asarray(spaces.flatten(self._inner_obs_space[key], obs[key]), np.float32).ravel()
+                     for key in self._state_keys]
+            state = np.concatenate(parts)
         return {"state": np.asarray(state, np.float32)}
 
     def render(self) -> np.ndarray:
@@ -221,6 +353,12 @@ class GymEnv(SimEnv):
 
     def close(self) -> None:
         self._env.close()
+
+
+def _is_image_space(space: spaces.Space) -> bool:
+    """A uint8 H x W x 3 Box: an RGB image observation."""
+    return (isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+            and space.shape[-1] == 3)
 
 
 class DMCEnv(SimEnv):
@@ -298,8 +436,27 @@ class DMCEnv(SimEnv):
         self._env.close()
 
 
+class _DeprecatedTotalMass(logging.Filter):
+    """Drops MuJoCo's one known deprecation warning, which dm_control's model files trigger on every load."""
+
+    MESSAGE = "compiler attribute 'settotalmass' is deprecated"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.MESSAGE)
+
+
+def _silence_known_warnings() -> None:
+    """MuJoCo warns through dm_control's callback on absl's logger (`WARNING:absl:compiler attribute
+    'settotalmass' is deprecated ...`, cheetah's XML uses it): that message alone is dropped, every
+    other absl warning is kept."""
+    absl_logger = logging.getLogger("absl")
+    if not any(isinstance(existing, _DeprecatedTotalMass) for existing in absl_logger.filters):
+        absl_logger.addFilter(_DeprecatedTotalMass())
+
+
 def _import_dm_control_suite() -> Any:
     """dm_control's suite; it chooses its OpenGL back-end (MUJOCO_GL) when imported."""
+    _silence_known_warnings()
     try:
         from dm_control import suite
     except ModuleNotFoundError as err:
@@ -344,11 +501,13 @@ class EnvProcess(gymnasium.Env):
     MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size",
                 "default_steps", "render_mode")
 
-    def __init__(self, kind: type[SimEnv], *args: Any, environment: Mapping[str, str] | None = None) -> None:
+    def __init__(self, kind: type[SimEnv], *args: Any, environment: Mapping[str, str] | None = None,
+                 python_path: Sequence[str] = ()) -> None:
+        """`python_path`: folders the child also needs on its path (e.g. that of a `gym:<module>:<id>` module)."""
         ours, theirs = socket.socketpair()
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         child_env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"), **(environment or {}))
-        python_path = [package_root, child_env.get("PYTHONPATH", "")]
+        python_path = [package_root, *python_path, child_env.get("PYTHONPATH", "")]
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, python_path))
         code = "import sys; from planet_sac.envs import serve_env; serve_env(int(sys.argv[1]))"
         self._process = subprocess.Popen(
@@ -430,6 +589,10 @@ def serve_env(fd: int) -> None:
                 pickle.dumps(error)
             except Exception:
                 error = RuntimeError(f"{type(error).__name__}: {error}")
+            try:
+                error.child_traceback = traceback.format_exc()  # kept for the parent's debug log
+            except AttributeError:  # an exception type without a __dict__
+                pass
             conn.send((False, error))
         if method == "close":
             break
@@ -558,21 +721,44 @@ class LocalEnvs:
         self.env.close()
 
 
+class EnvFailedError(SetupError):
+    """An environment failed (its process died, or it raised) more often than `ParallelEnvs` restarts it."""
+
+
 class ParallelEnvs:
     """N environments, each built by `make_env` inside its own child process, stepped at the same time.
 
     Environment i is seeded with `seed + i`. `step` sends every action before it reads any
     result, so the children simulate and render concurrently, each renderer with its share of
-    the cores (`LP_NUM_THREADS`). A child that dies is replaced
-    by a fresh one (seed `seed + i + 1000 * restarts`): its result says `crashed`, and the
-    caller resets it before stepping it again; the other environments are not disturbed.
+    the cores (`LP_NUM_THREADS`). A child that dies, or whose environment raises in `reset` or
+    `step`, is replaced by a fresh one (seed `seed + i + 1000 * restarts`): its step result says
+    `crashed`, and the caller resets it before stepping it again; the other environments are not
+    disturbed. As Dreamer's `RestartOnException(maxfails=2, window=300)`, restarts are capped: an
+    environment that fails more than `max_restarts` times within `restart_window` seconds (e.g. one
+    that raises on every reset) ends the run with `EnvFailedError`, one line naming its last error.
+    `ConfigError` and `SetupError` (a wrong task, a missing package) are never retried.
+
+    Why not `gymnasium.vector.AsyncVectorEnv`: it steps every environment on every call and
+    resets a finished one by itself (on the next step, or in the same step with `final_obs` in
+    `info`), while the actor steps only the environments that still have an episode to play,
+    saves each episode with its own last observation, and resets one when it decides to. A worker
+    that dies there closes the whole vector (no per-environment restart, no crash counted as a
+    dropped episode). And its workers are `multiprocessing` children (forked from, or re-importing
+    `__main__` of, a process that holds TensorFlow), whereas MuJoCo's headless renderer needs a
+    fresh interpreter that never imports TensorFlow (see `EnvProcess`).
     """
 
     def __init__(self, task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
-                 num_envs: int):
+                 num_envs: int, max_restarts: int = 3, restart_window: float = 300.0):
         self.num_envs = num_envs
         self._args = (task, obs, action_repeat, time_limit, seed, image_size)
         self.restarts = [0] * num_envs
+        self.max_restarts = max_restarts
+        self.restart_window = restart_window
+        self._failures: list[list[float]] = [[] for _ in range(num_envs)]
+        if task.startswith("gym:"):
+            import_gym_module(task[len("gym:"):])  # a bad module or id: one line here, before any process starts
+        self._python_path = module_paths(task)
         # Mesa's software renderer starts one thread per core in every process: N renderers would fight over
         # the cores. Each child gets its share instead (unless LP_NUM_THREADS is set), measured in the README.
         shared = os.environ.get("LP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // num_envs))
@@ -590,12 +776,23 @@ class ParallelEnvs:
     def _start(self, index: int) -> EnvProcess:
         task, obs, action_repeat, time_limit, seed, image_size = self._args
         seed = seed + index + 1000 * self.restarts[index]
-        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size, environment=self._threads)
+        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size, environment=self._threads,
+                          python_path=self._python_path)
 
-    def _replace(self, index: int, error: EnvCrashed) -> None:
+    def _replace(self, index: int, error: Exception) -> None:
+        """Restarts environment `index` after `error`; raises `EnvFailedError` past the cap."""
+        now = time.monotonic()
+        self._failures[index] = [t for t in self._failures[index] if now - t < self.restart_window] + [now]
+        detail = (str(error).replace("environment process ", "") if isinstance(error, EnvCrashed)
+                  else f"raised {_one_line(error)}")
+        if getattr(error, "child_traceback", None):
+            log.debug("environment %d: %s", index, error.child_traceback)
+        if len(self._failures[index]) > self.max_restarts:
+            raise EnvFailedError(
+                f"environment {index} failed {len(self._failures[index])} times within {self.restart_window:.0f} s, "
+                f"last: {detail}; not restarting it again (fix the environment, or see --verbose)")
         self.restarts[index] += 1
-        log.warning("environment %d %s; restarted it, its partial episode is dropped", index,
-                    str(error).replace("environment process ", ""))
+        log.warning("environment %d %s; restarted it, its partial episode is dropped", index, detail)
         self._envs[index].close()
         self._envs[index] = self._start(index)
 
@@ -604,11 +801,14 @@ class ParallelEnvs:
         return [env.pid for env in self._envs]
 
     def reset(self, index: int) -> dict[str, np.ndarray]:
-        try:
-            return self._envs[index].reset()[0]
-        except EnvCrashed as error:
-            self._replace(index, error)
-            return self._envs[index].reset()[0]
+        """Environment `index`'s first observation of a new episode; restarts it (capped) until one resets."""
+        while True:
+            try:
+                return self._envs[index].reset()[0]
+            except (ConfigError, SetupError):
+                raise
+            except Exception as error:  # EnvCrashed, or raised by the environment
+                self._replace(index, error)
 
     def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
         sent, results = [], {}
@@ -624,11 +824,14 @@ class ParallelEnvs:
             try:
                 obs, reward, terminated, truncated, _ = self._envs[index].receive("step")
                 results[index] = StepResult(obs, float(reward), bool(terminated), bool(truncated))
-            except EnvCrashed as error:
-                self._replace(index, error)
-                results[index] = StepResult(None, 0.0, False, False, crashed=True)
-            except Exception as error:  # raised by the environment itself: the caller's problem
+            except (ConfigError, SetupError) as error:
                 failure = failure or error
+            except Exception as error:  # EnvCrashed, or raised by the environment: restart it (capped)
+                try:
+                    self._replace(index, error)
+                except EnvFailedError as given_up:
+                    failure = failure or given_up
+                results[index] = StepResult(None, 0.0, False, False, crashed=True)
         if failure is not None:
             raise failure
         return {index: results[index] for index in actions}

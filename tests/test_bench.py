@@ -33,7 +33,9 @@ def test_bench_writes_every_documented_key(tmp_path):
     assert {"cpu", "cores", "avx512_bf16", "amx_bf16"} <= results["machine"].keys()
     assert all(value > 0 for value in results["cem_action_s"].values())
     assert 0.9 < results["cache_bytes_ratio"] < 1.1  # images stay uint8 in the cache
-    assert "CEM action" in run.stdout and "GFLOP/s" in run.stdout
+    assert results["export_sac_action_ms"] > 0 and results["export_in_process_sac_action_ms"] > 0
+    assert results["export_saved_model_mb"] > 0.1  # the tiny model's variables and its graph
+    assert "CEM action" in run.stdout and "GFLOP/s" in run.stdout and "exported SavedModel" in run.stdout
 
 
 def test_planning_flops_counted_from_the_layer_sizes():

@@ -1,0 +1,221 @@
+"""`planet-sac export`: a SavedModel that acts as the in-process policy, loaded where planet_sac cannot be imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import yaml
+
+from planet_sac.cli import main
+from tests.conftest import CONFIGS, ROOT
+
+FIXTURE_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run (Pendulum states) with a checkpoint at step 10
+
+# Runs where planet_sac cannot be imported: plays the recorded observations through the SavedModel.
+SERVE = textwrap.dedent("""
+    import json, sys
+    sys.modules["planet_sac"] = None  # import planet_sac now raises ImportError
+    try:
+        import planet_sac  # noqa: F401
+        raise SystemExit("planet_sac is importable")
+    except ImportError:
+        pass
+    import numpy as np
+    import tensorflow as tf
+
+    policy = tf.saved_model.load(sys.argv[1])
+    observations = np.load(sys.argv[2])["observations"]
+    state = policy.get_initial_state(1)
+    actions, normalized = [], []
+    for obs in observations:
+        step = policy.action(tf.constant(obs[None]), state)
+        state = step.state
+        actions.append(step.action.numpy()[0])
+        normalized.append(step.info["normalized_action"].numpy()[0])
+    metadata = {key: value.numpy() for key, value in policy.get_metadata().items()}
+    np.savez(sys.argv[3], actions=np.array(actions), normalized=np.array(normalized))
+    extra = {}
+    if metadata["observation_key"] == b"image":  # a frame of another size is resized inside
+        extra["big_frame_action_shape"] = list(policy.action(
+            tf.zeros([2, 128, 96, 3], tf.uint8), policy.get_initial_state(2)).action.shape)
+    signature = policy.signatures["action"](observation=tf.constant(observations[:1]), **policy.get_initial_state(1))
+    print(json.dumps({"train_step": int(policy.get_train_step().numpy()),
+                      "metadata": {k: (v.decode() if isinstance(v, bytes) else v.tolist()) for k, v in metadata.items()},
+                      "signature_keys": sorted(signature), "state_keys": sorted(state), **extra}))
+""")
+
+
+def serve_elsewhere(saved_model, observations: np.ndarray, tmp_path) -> tuple[dict, dict]:
+    """The SavedModel's actions for `observations` (one episode), computed in a process without planet_sac."""
+    np.savez(tmp_path / "observations.npz", observations=observations)
+    script = tmp_path / "serve.py"
+    script.write_text(SERVE)
+    result = subprocess.run([sys.executable, str(script), str(saved_model), str(tmp_path / "observations.npz"),
+                             str(tmp_path / "actions.npz")], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                            env=dict(os.environ, PYTHONPATH=""))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return report, dict(np.load(tmp_path / "actions.npz"))
+
+
+def in_process_episode(logdir, policy: str) -> dict:
+    """One test-phase episode of the run's own policy, as `evaluate` plays it."""
+    from planet_sac.acting.actor import TEST, run_episode
+    from planet_sac.agent import load_agent
+
+    _, agent, env, _ = load_agent(str(logdir))
+    agent.policy.set_policies(test=policy)
+    try:
+        return run_episode(env, agent.policy, TEST)
+    finally:
+        env.close()
+
+
+def test_exported_sac_acts_as_the_in_process_head_without_planet_sac(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    out = tmp_path / "saved_sac"
+    assert main(["export", "--logdir", str(run), "--policy", "sac", "--out", str(out)]) == 0
+    assert f"wrote {out}: sac policy of checkpoint step 10" in capsys.readouterr().out
+    episode = in_process_episode(run, "sac")
+    observations = episode["state"][:-1]  # the observation each action was chosen from
+    report, served = serve_elsewhere(out, observations, tmp_path)
+    expected = episode["action"][1:]
+    assert len(expected) == 50  # a whole episode (time limit 50)
+    np.testing.assert_allclose(served["normalized"], expected, atol=1e-6)  # the SAC head's mean action: equal
+    np.testing.assert_allclose(served["actions"], -2.0 + (expected + 1.0) / 2.0 * 4.0, atol=1e-5)  # Pendulum: [-2, 2]
+    metadata = report["metadata"]
+    assert report["train_step"] == 10 and metadata["checkpoint_step"] == 10
+    assert metadata["task"] == "gym:Pendulum-v1" and metadata["policy"] == "sac" and metadata["action_repeat"] == 2
+    assert metadata["observation_shape"] == [3] and metadata["action_shape"] == [1]
+    assert metadata["action_low"] == [-2.0] and metadata["action_high"] == [2.0]
+    from planet_sac.checkpoints import find_run_config
+
+    assert yaml.safe_load(metadata["config"]) == find_run_config(str(run)).to_dict()  # the resolved config
+    assert report["state_keys"] == ["deter", "mean", "plan", "previous_action", "std", "stoch"]
+    assert "action" in report["signature_keys"] and "state/deter" in report["signature_keys"]
+
+    # docs/export.md's serving loop, as written there, with gymnasium and the SavedModel only
+    text = (ROOT / "docs" / "export.md").read_text()
+    loop = text.split("## Serving it with gymnasium only", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    assert len(loop.strip().splitlines()) <= 20 and "logdir/pendulum/export/sac" in loop
+    script = tmp_path / "docs_loop.py"
+    script.write_text('import sys\nsys.modules["planet_sac"] = None\n' + loop.replace("logdir/pendulum/export/sac", str(out)))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0 and result.stdout.startswith("return "), result.stderr[-3000:]
+
+
+@pytest.fixture
+def image_run(tmp_path, monkeypatch):
+    """A run directory of the example environment from pixels, with an (untrained) agent's checkpoint at step 7."""
+    from planet_sac.agent import Agent
+    from planet_sac.checkpoints import Checkpointer
+    from planet_sac.config import load_config, save_config
+
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    shutil.copy(ROOT / "examples" / "myenvs.py", folder / "myreach_export.py")
+    monkeypatch.syspath_prepend(str(folder))
+    config = load_config(CONFIGS / "smoke.yaml", ["env.task=gym:myreach_export:MyReach-v0", "env.obs=image",
+                                                  "env.time_limit=12", "model.cnn_depth=4", "cem.candidates=16"])
+    run = tmp_path / "image_run"
+    run.mkdir()
+    save_config(config, str(run / "config.yaml"))
+    agent = Agent.build(config, "image", (64, 64, 3), 2)
+    import tensorflow as tf
+
+    step = {"counters/step": tf.Variable(7, dtype=tf.int64)}  # as the trainer's counters
+    Checkpointer(str(run / "checkpoints"), {**agent.acting_variables(), **step}).save(7)
+    yield run
+    sys.modules.pop("myreach_export", None)
+
+
+@pytest.mark.parametrize("policy", ["sac", "cem"])
+def test_exported_image_policy_quantises_and_adds_noise_inside(image_run, tmp_path, policy):
+    """Raw uint8 frames in; the dequantisation noise (and CEM's sampling) come from the exported generator."""
+    out = tmp_path / f"saved_{policy}"
+    assert main(["export", "--logdir", str(image_run), "--policy", policy, "--out", str(out), "--quiet"]) == 0
+    episode = in_process_episode(image_run, policy)
+    report, served = serve_elsewhere(out, episode["image"][:-1], tmp_path)
+    expected = episode["action"][1:]
+    assert len(expected) == 12
+    # the same generator state and the same compiled function: equal actions, CEM's included
+    np.testing.assert_allclose(served["normalized"], expected, atol=1e-5)
+    assert report["metadata"]["observation_key"] == "image" and report["metadata"]["observation_dtype"] == "uint8"
+    assert "5-bit" in report["metadata"]["preprocessing"] and report["metadata"]["image_size"] == 64
+    assert report["big_frame_action_shape"] == [2, 2] and report["train_step"] == 7
+
+
+def test_the_noise_lives_in_the_saved_model(image_run, tmp_path):
+    """Two calls on the same frame and state differ only by the dequantisation noise the policy draws each time."""
+    import tensorflow as tf
+
+    from planet_sac.export import export_run
+
+    export_run(str(image_run), "sac", str(tmp_path / "saved"))
+    policy = tf.saved_model.load(str(tmp_path / "saved"))
+    frame = tf.fill([1, 64, 64, 3], tf.constant(100, tf.uint8))
+    state = policy.get_initial_state(1)
+    first, second = (policy.action(frame, state).state["mean"].numpy() for _ in range(2))
+    assert not np.array_equal(first, second)
+
+
+def test_a_run_without_a_checkpoint_gets_one_line_and_nothing_is_written(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    shutil.rmtree(run / "checkpoints")
+    out = tmp_path / "saved"
+    assert main(["export", "--logdir", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("planet-sac export: error:") and "checkpoint" in err[0], err
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
+def test_a_policy_the_run_cannot_act_with_gets_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["sac"]["updates_per_step"] = 0  # a run that never trained its SAC head
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    for policy in ("sac", "sac_guided_cem"):
+        assert main(["export", "--logdir", str(run), "--policy", policy, "--out", str(tmp_path / "saved")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "never trained its SAC head" in err[0], err
+    assert not (tmp_path / "saved").exists()
+    with pytest.raises(SystemExit) as info:  # random is no policy to deploy
+        main(["export", "--logdir", str(run), "--policy", "random"])
+    assert info.value.code == 2
+
+
+def test_a_failed_write_leaves_nothing_under_out(tmp_path, monkeypatch, capsys):
+    import tensorflow as tf
+
+    from planet_sac import export
+
+    real_save = tf.saved_model.save
+    target = tmp_path / "out" / "saved"
+    seen = []
+
+    def save_then_fail(module, path, **kwargs):
+        real_save(module, path, **kwargs)  # everything written ...
+        seen.append((os.path.dirname(path), os.path.exists(target)))  # (a kill here must leave no `target`)
+        raise OSError(28, "No space left on device")  # ... then the disk fills up before the rename
+
+    monkeypatch.setattr(export.tf.saved_model, "save", save_then_fail)
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    with pytest.raises(OSError):
+        export.export_run(str(run), "sac", str(target))
+    assert seen == [(str(tmp_path / "out"), False)]  # written to a sibling of `target`, not to it
+    assert os.listdir(tmp_path / "out") == []  # no SavedModel, no temporary sibling
+    monkeypatch.undo()
+    (tmp_path / "taken").mkdir()
+    assert main(["export", "--logdir", str(run), "--out", str(tmp_path / "taken")]) == 2
+    assert "exists already" in capsys.readouterr().err

@@ -1,0 +1,229 @@
+"""Your own environment: `gym:<module>:<id>` in every process, Dict observations, capped restarts, quiet dmc."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from planet_sac.cli import main
+from planet_sac.config import ConfigError
+from planet_sac.envs import make_env, make_envs
+from tests.conftest import CONFIGS, ROOT
+
+EXAMPLE = ROOT / "examples" / "myenvs.py"
+
+needs_dmc = pytest.mark.skipif(importlib.util.find_spec("dm_control") is None, reason="needs planet-sac[dmc]")
+
+
+@pytest.fixture
+def module_dir(tmp_path, monkeypatch):
+    """A folder put on this process's sys.path only (not on PYTHONPATH), and a working directory elsewhere."""
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.syspath_prepend(str(folder))
+    yield folder
+    for name, module in list(sys.modules.items()):  # the next test imports its own copy
+        if str(getattr(module, "__file__", None) or "").startswith(str(folder)):
+            del sys.modules[name]
+
+
+def write_module(folder, name: str, source: str) -> None:
+    (folder / f"{name}.py").write_text(textwrap.dedent(source))
+
+
+def test_the_example_environment_trains_from_the_command_line_in_two_processes(module_dir, tmp_path):
+    """docs/own_environment.md's example, as a user's module: the environment processes import it themselves."""
+    shutil.copy(EXAMPLE, module_dir / "myreach_example.py")
+    logdir = tmp_path / "run"
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
+                 "--set", "env.task=gym:myreach_example:MyReach-v0", "--set", "env.num_envs=2",
+                 "--set", "schedule.train_steps=5"]) == 0
+    from planet_sac.episodes.storage import list_episodes, load_episode
+
+    episodes = [load_episode(path) for path in list_episodes(str(logdir / "train_episodes"))]
+    assert len(episodes) >= 2
+    assert all(episode["state"].shape[1:] == (4,) and episode["action"].shape[1:] == (2,) for episode in episodes)
+    # expected first observations: the raw environment seeded as environments 0 and 1 (seed 0 + index),
+    # its Dict observation mapped by hand: keys sorted by name (goal, position), concatenated
+    module = sys.modules["myreach_example"]
+    expected = []
+    for seed in (0, 1):
+        obs, _ = module.MyReach().reset(seed=seed)
+        expected.append(np.concatenate([obs["goal"], obs["position"]]))
+    firsts = sorted((episode["state"][0] for episode in episodes[:2]), key=lambda s: tuple(s))
+    np.testing.assert_allclose(np.array(firsts), np.array(sorted(expected, key=lambda s: tuple(s))), rtol=1e-6)
+
+
+def test_a_module_task_in_environment_processes_and_from_python(module_dir):
+    shutil.copy(EXAMPLE, module_dir / "myreach_python.py")
+    task = "gym:myreach_python:MyReach-v0"
+    single = make_env(task, "image", action_repeat=2, seed=3)
+    envs = make_envs(task, "state", 2, None, 3, 64, num_envs=2)
+    try:
+        assert single.reset()[0]["image"].shape == (64, 64, 3)
+        assert single.action_space.shape == (2,) and envs.action_space.shape == (2,)
+        obs = envs.reset(1)["state"]
+        raw, _ = sys.modules["myreach_python"].MyReach().reset(seed=4)  # environment 1: seed 3 + 1
+        np.testing.assert_allclose(obs, np.concatenate([raw["goal"], raw["position"]]), rtol=1e-6)
+    finally:
+        single.close()
+        envs.close()
+
+
+DICT_ENV = """
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class Mixed(gymnasium.Env):
+    def __init__(self, render_mode=None, size=32):
+        self.observation_space = spaces.Dict([  # pairs keep their order (a plain dict would be sorted by gymnasium)
+            ("zeta", spaces.Box(-100, 100, (2, 2), np.float32)),
+            ("camera", spaces.Box(0, 255, (size, size, 3), np.uint8)),
+            ("alpha", spaces.Box(-100, 100, (3,), np.float32)),
+        ])
+        self.action_space = spaces.Box(-1, 1, (1,), np.float32)
+
+    def _obs(self):
+        size = self.observation_space["camera"].shape[0]
+        camera = (np.arange(size * size * 3) % 251).reshape(size, size, 3).astype(np.uint8)
+        return {"zeta": np.full((2, 2), self.t, np.float32) + np.arange(4, dtype=np.float32).reshape(2, 2),
+                "camera": camera, "alpha": np.array([10, 20, 30], np.float32) + self.t}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, False, {}
+
+
+class TwoCameras(Mixed):
+    def __init__(self, render_mode=None):
+        super().__init__()
+        self.observation_space = spaces.Dict(a=spaces.Box(0, 255, (8, 8, 3), np.uint8),
+                                             b=spaces.Box(0, 255, (8, 8, 3), np.uint8))
+
+
+class CameraOnly(Mixed):
+    def __init__(self, render_mode=None):
+        super().__init__()
+        self.observation_space = spaces.Dict(camera=spaces.Box(0, 255, (8, 8, 3), np.uint8))
+
+
+gymnasium.register("Mixed-v0", entry_point=Mixed)
+gymnasium.register("Mixed128-v0", entry_point=Mixed, kwargs={"size": 128})
+gymnasium.register("TwoCameras-v0", entry_point=TwoCameras)
+gymnasium.register("CameraOnly-v0", entry_point=CameraOnly)
+"""
+
+
+def test_dict_observations_map_to_state_and_image(module_dir):
+    write_module(module_dir, "dict_envs", DICT_ENV)
+    env = make_env("gym:dict_envs:Mixed-v0", "state", seed=0)
+    env.reset()
+    obs = env.step(np.zeros(1, np.float32))[0]["state"]
+    # by hand: keys sorted (alpha, zeta; the uint8 HxWx3 camera is the image), each flattened, at t = 1
+    np.testing.assert_array_equal(obs, np.array([11, 21, 31, 1, 2, 3, 4], np.float32))
+    assert env.observation_space["state"].shape == (7,)
+    env.close()
+
+    camera = (np.arange(32 * 32 * 3) % 251).reshape(32, 32, 3).astype(np.uint8)
+    image = make_env("gym:dict_envs:Mixed-v0", "image", seed=0).reset()[0]["image"]  # 32x32 -> 64x64
+    np.testing.assert_array_equal(image, camera.repeat(2, 0).repeat(2, 1))  # box upsampling by 2: each pixel doubled
+    big = (np.arange(128 * 128 * 3) % 251).reshape(128, 128, 3).astype(np.float64)
+    down = make_env("gym:dict_envs:Mixed128-v0", "image", seed=0).reset()[0]["image"]  # 128x128 -> 64x64
+    means = big.reshape(64, 2, 64, 2, 3).mean((1, 3))  # area average of 2x2 blocks
+    assert np.abs(down.astype(np.float64) - means).max() <= 1.0  # PIL's fixed-point rounding: within one level
+
+
+@pytest.mark.parametrize("task, obs, words", [
+    ("gym:dict_envs:TwoCameras-v0", "image", "2 uint8 HxWx3 image observations (a, b)"),
+    ("gym:dict_envs:CameraOnly-v0", "state", "no state keys beside its image 'camera'"),
+])
+def test_dict_observations_that_cannot_be_mapped_get_one_line(module_dir, task, obs, words):
+    write_module(module_dir, "dict_envs", DICT_ENV)
+    with pytest.raises(ConfigError) as info:
+        make_env(task, obs)
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("task, words", [
+    ("gym:no_such_module_xyz:Any-v0", "no module named 'no_such_module_xyz'"),
+    ("gym:registers_nothing:Missing-v0", "did not register 'Missing-v0' (it registers Other-v0)"),
+    ("gym:fails_to_import:Any-v0", "importing module 'fails_to_import' failed: ZeroDivisionError"),
+])
+def test_module_errors_are_one_line_from_the_command_line(module_dir, tmp_path, capsys, task, words):
+    write_module(module_dir, "registers_nothing", """
+        import gymnasium
+        gymnasium.register("Other-v0", entry_point="gymnasium.envs.classic_control:PendulumEnv")
+    """)
+    write_module(module_dir, "fails_to_import", "x = 1 / 0\n")
+    outdir = tmp_path / "episodes"
+    status = main(["collect", "--task", task, "--obs", "state", "--episodes", "1", "--outdir", str(outdir),
+                   "--set", "env.num_envs=2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and words in err[0], err
+
+
+BROKEN_ENV = """
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class BrokenReset(gymnasium.Env):
+    observation_space = spaces.Box(-1, 1, (2,), np.float32)
+    action_space = spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("the simulator is down")
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+gymnasium.register("BrokenReset-v0", entry_point=BrokenReset)
+"""
+
+
+def test_an_environment_that_raises_on_every_reset_ends_the_run_with_one_line(module_dir, tmp_path):
+    """A real command in a real process (a timeout, not a hang, if restarts were endless): 3 restarts, then one line."""
+    write_module(module_dir, "broken_envs", BROKEN_ENV)
+    command = [sys.executable, "-m", "planet_sac", "collect", "--task", "gym:broken_envs:BrokenReset-v0", "--obs",
+               "state", "--episodes", "2", "--outdir", str(tmp_path / "episodes"), "--set", "env.num_envs=2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(module_dir)])))
+    lines = result.stderr.strip().splitlines()
+    restarts = [line for line in lines if line.startswith("warning: environment 0 raised RuntimeError: the simulator "
+                                                          "is down; restarted it")]
+    errors = [line for line in lines if line.startswith("planet-sac collect: error:")]
+    assert result.returncode == 2 and len(restarts) == 3, result.stderr[-3000:]  # max_restarts = 3
+    assert errors == ["planet-sac collect: error: environment 0 failed 4 times within 300 s, last: raised "
+                      "RuntimeError: the simulator is down; not restarting it again (fix the environment, or see "
+                      "--verbose)"], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+
+
+@needs_dmc
+def test_dm_control_deprecation_warning_is_silenced_and_other_absl_warnings_are_not():
+    """In a fresh interpreter (dm_control next to TensorFlow crashes): cheetah's XML triggers the warning."""
+    code = ("from planet_sac.envs import make_env; from absl import logging\n"
+            "env = make_env('dmc:cheetah-run', 'state', _spawn=False); env.reset(); env.close()\n"
+            "logging.warning('another absl warning')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env=dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl")))
+    assert result.returncode == 0, result.stderr
+    assert "settotalmass" not in result.stderr and "another absl warning" in result.stderr, result.stderr

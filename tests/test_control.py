@@ -164,8 +164,8 @@ def test_invert_gradients_mode_shapes_the_actor_gradient():
     with tf.GradientTape() as tape:
         action = tf.constant([[0.9]])
         tape.watch(action)
-        from planet_sac.control.sac import _inverting_identity
-        loss = -3.0 * _inverting_identity(action)  # descent gradient -3: the critic wants a larger action
+        from planet_sac.control.sac import _inverting_clip
+        loss = -3.0 * _inverting_clip(action)  # descent gradient -3: the critic wants a larger action
     grad = tape.gradient(loss, action).numpy()
     np.testing.assert_allclose(grad, [[-3.0 * (1 - 0.9) / 2]], rtol=1e-6)
     assert sac.act(features, tf.zeros([1, 1]), True).shape == (1, 1)

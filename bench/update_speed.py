@@ -1,0 +1,84 @@
+"""One learner update of a pixel config with its SAC updates and imagination: trace time, graph size, seconds.
+
+Usage (one process; the learners of the given precisions are timed in interleaved rounds):
+    .venv/bin/python bench/update_speed.py --config configs/cheetah_run_cpu.yaml --reps 10 \\
+        --precisions float32 mixed_bfloat16 auto --set sac.imagination_horizon=15 sac.real_ratio=0.5 --json OUT.json
+
+A/B of two source trees (before/after a change): run this script alternately with
+`PYTHONPATH=TREE` pointing at each tree (`bench/update_speed_ab.sh`), so both see the same
+machine load, and compare medians as ratios. Reports, per precision: the first call's seconds
+(trace + first run), the number of graph ops (the update's graph plus every function in its
+library, i.e. loop bodies and branches), and the median seconds of the following calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.config import apply_overrides, load_config
+from planet_sac.control.sac import SAC
+from planet_sac.models.world_model import WorldModel
+from planet_sac.training.learner import Learner
+
+
+def image_batch(batch: int, length: int, action_size: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"image": tf.constant(rng.integers(0, 256, (batch, length, 64, 64, 3), dtype=np.uint8)),
+            "action": tf.constant(rng.uniform(-1, 1, (batch, length, action_size)).astype(np.float32)),
+            "reward": tf.constant(rng.normal(size=(batch, length)).astype(np.float32)),
+            "discount": tf.ones((batch, length))}
+
+
+def graph_ops(concrete) -> dict:
+    """Ops of the update's graph and of all functions in its library (loop bodies, cond branches)."""
+    graph_def = concrete.graph.as_graph_def()
+    library = sum(len(function.node_def) for function in graph_def.library.function)
+    return {"graph_ops": len(graph_def.node), "library_ops": library, "total_ops": len(graph_def.node) + library}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/cheetah_run_cpu.yaml")
+    parser.add_argument("--precisions", nargs="+", default=["float32"])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--action-size", type=int, default=6)
+    parser.add_argument("--set", nargs="*", default=[], dest="overrides")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    config = load_config(args.config, args.overrides)
+    batch = image_batch(config.data.batch_size, config.data.chunk_length, args.action_size)
+    learners, results = {}, {}
+    for precision in args.precisions:
+        cfg = apply_overrides(config, [f"optim.precision={precision}"])
+        model = WorldModel(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
+        learner = Learner(cfg, model, SAC(cfg.sac, model.rssm.feature_size, args.action_size))
+        start = time.perf_counter()
+        concrete = learner.update.get_concrete_function(batch)
+        trace = time.perf_counter() - start
+        start = time.perf_counter()
+        learner.update(batch)["loss/total"].numpy()
+        first = time.perf_counter() - start
+        learners[precision] = learner
+        results[precision] = {"trace_s": trace, "first_call_s": first, **graph_ops(concrete), "times": []}
+    for _ in range(args.reps):  # interleaved rounds: every precision sees the same machine load
+        for precision, learner in learners.items():
+            start = time.perf_counter()
+            learner.update(batch)["loss/total"].numpy()
+            results[precision]["times"].append(time.perf_counter() - start)
+    for precision, result in results.items():
+        result["median_s"] = statistics.median(result["times"])
+        print(f"{precision:>15}: trace {result['trace_s']:.1f} s, first call {result['first_call_s']:.1f} s, "
+              f"ops {result['graph_ops']} + {result['library_ops']} in functions, median update {result['median_s']:.3f} s")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump({"config": args.config, "overrides": args.overrides, "results": results}, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

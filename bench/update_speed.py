@@ -1,19 +1,27 @@
-"""One learner update of a pixel config with its SAC updates and imagination: trace time, graph size, seconds.
+r"""One learner update of a pixel config with its SAC updates and imagination: trace time, graph size, seconds.
 
 Usage (one process; the learners of the given precisions are timed in interleaved rounds):
     .venv/bin/python bench/update_speed.py --config configs/cheetah_run_cpu.yaml --reps 10 \\
         --precisions float32 mixed_bfloat16 auto --set sac.imagination_horizon=15 sac.real_ratio=0.5 --json OUT.json
 
-A/B of two source trees (before/after a change): run this script alternately with
-`PYTHONPATH=TREE` pointing at each tree (`bench/update_speed_ab.sh`), so both see the same
-machine load, and compare medians as ratios. Reports, per precision: the first call's seconds
-(trace + first run), the number of graph ops (the update's graph plus every function in its
-library, i.e. loop bodies and branches), and the median seconds of the following calls.
+A/B against an older source tree in the same process: `--baseline PACKAGE` also times that
+tree's learner in float32, where PACKAGE is a copy of the old `planet_sac/` renamed (imports
+included) and importable, e.g.
+
+    git archive BASE planet_sac | tar -x -C /tmp/base && mv /tmp/base/planet_sac /tmp/base/planet_sac_base
+    grep -rl planet_sac /tmp/base --include=*.py | xargs sed -i 's/\bplanet_sac\./planet_sac_base./g'
+    PYTHONPATH=/tmp/base .venv/bin/python bench/update_speed.py ... --baseline planet_sac_base
+
+Reports, per learner: the seconds of tracing, of the first call (graph optimisation + one
+update), the number of graph ops (the update's graph plus every function in its library, i.e.
+loop bodies and branches), and the median seconds of the timed calls, which run in
+interleaved rounds so that every learner sees the same load of a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import time
@@ -49,32 +57,45 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--action-size", type=int, default=6)
     parser.add_argument("--set", nargs="*", default=[], dest="overrides")
+    parser.add_argument("--baseline", help="importable package name of an older planet_sac tree, timed in float32")
     parser.add_argument("--json")
     args = parser.parse_args()
     config = load_config(args.config, args.overrides)
     batch = image_batch(config.data.batch_size, config.data.chunk_length, args.action_size)
+    builders = [(precision, precision, WorldModel, SAC, Learner) for precision in args.precisions]
+    if args.baseline:
+        old = {name: importlib.import_module(f"{args.baseline}.{module}") for name, module in (
+            ("world_model", "models.world_model"), ("sac", "control.sac"), ("learner", "training.learner"))}
+        builders.insert(0, ("baseline/float32", "float32", old["world_model"].WorldModel, old["sac"].SAC,
+                            old["learner"].Learner))
     learners, results = {}, {}
-    for precision in args.precisions:
+    for name, precision, world_model_class, sac_class, learner_class in builders:
         cfg = apply_overrides(config, [f"optim.precision={precision}"])
-        model = WorldModel(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
-        learner = Learner(cfg, model, SAC(cfg.sac, model.rssm.feature_size, args.action_size))
+        model = world_model_class(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
+        learner = learner_class(cfg, model, sac_class(cfg.sac, model.rssm.feature_size, args.action_size))
         start = time.perf_counter()
         concrete = learner.update.get_concrete_function(batch)
         trace = time.perf_counter() - start
         start = time.perf_counter()
         learner.update(batch)["loss/total"].numpy()
         first = time.perf_counter() - start
-        learners[precision] = learner
-        results[precision] = {"trace_s": trace, "first_call_s": first, **graph_ops(concrete), "times": []}
+        learners[name] = learner
+        results[name] = {"precision": getattr(model, "precision", precision), "trace_s": trace, "first_call_s": first,
+                         **graph_ops(concrete), "times": []}
+        print(f"{name}: built, trace {trace:.1f} s, first call {first:.1f} s", flush=True)
     for _ in range(args.reps):  # interleaved rounds: every precision sees the same machine load
-        for precision, learner in learners.items():
+        for name, learner in learners.items():
             start = time.perf_counter()
             learner.update(batch)["loss/total"].numpy()
-            results[precision]["times"].append(time.perf_counter() - start)
-    for precision, result in results.items():
+            results[name]["times"].append(time.perf_counter() - start)
+    reference = next(iter(results.values()))
+    for name, result in results.items():
         result["median_s"] = statistics.median(result["times"])
-        print(f"{precision:>15}: trace {result['trace_s']:.1f} s, first call {result['first_call_s']:.1f} s, "
-              f"ops {result['graph_ops']} + {result['library_ops']} in functions, median update {result['median_s']:.3f} s")
+        result["median_ratio_to_first"] = statistics.median(
+            [mine / first for mine, first in zip(result["times"], reference["times"])])
+        print(f"{name:>16} ({result['precision']}): trace {result['trace_s']:.1f} s, first call {result['first_call_s']:.1f} s, "
+              f"ops {result['graph_ops']} + {result['library_ops']} in functions, median update {result['median_s']:.3f} s, "
+              f"median per-round ratio to {next(iter(results))} {result['median_ratio_to_first']:.3f}")
     if args.json:
         with open(args.json, "w") as file:
             json.dump({"config": args.config, "overrides": args.overrides, "results": results}, file, indent=1)

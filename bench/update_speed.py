@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--action-size", type=int, default=6)
     parser.add_argument("--set", nargs="*", default=[], dest="overrides")
     parser.add_argument("--baseline", help="importable package name of an older planet_sac tree, timed in float32")
+    parser.add_argument("--catch-up", action="store_true",
+                        help="also time Learner.catch_up: the SAC updates and imagination alone, the model frozen")
     parser.add_argument("--json")
     args = parser.parse_args()
     config = load_config(args.config, args.overrides)
@@ -82,17 +84,30 @@ def main() -> None:
         learners[name] = learner
         results[name] = {"precision": getattr(model, "precision", precision), "trace_s": trace, "first_call_s": first,
                          **graph_ops(concrete), "times": []}
+        if args.catch_up:
+            learner.catch_up(batch)["sac/q"].numpy()
+            results[name]["catch_up_times"] = []
         print(f"{name}: built, trace {trace:.1f} s, first call {first:.1f} s", flush=True)
     for _ in range(args.reps):  # interleaved rounds: every precision sees the same machine load
         for name, learner in learners.items():
             start = time.perf_counter()
             learner.update(batch)["loss/total"].numpy()
             results[name]["times"].append(time.perf_counter() - start)
+            if args.catch_up:
+                start = time.perf_counter()
+                learner.catch_up(batch)["sac/q"].numpy()
+                results[name]["catch_up_times"].append(time.perf_counter() - start)
     reference = next(iter(results.values()))
     for name, result in results.items():
         result["median_s"] = statistics.median(result["times"])
         result["median_ratio_to_first"] = statistics.median(
             [mine / first for mine, first in zip(result["times"], reference["times"])])
+        if args.catch_up:
+            result["catch_up_median_s"] = statistics.median(result["catch_up_times"])
+            result["catch_up_median_ratio_to_first"] = statistics.median(
+                [mine / first for mine, first in zip(result["catch_up_times"], reference["catch_up_times"])])
+            print(f"{name:>16}: catch-up round median {result['catch_up_median_s']:.3f} s, median per-round ratio "
+                  f"{result['catch_up_median_ratio_to_first']:.3f}")
         print(f"{name:>16} ({result['precision']}): trace {result['trace_s']:.1f} s, first call {result['first_call_s']:.1f} s, "
               f"ops {result['graph_ops']} + {result['library_ops']} in functions, median update {result['median_s']:.3f} s, "
               f"median per-round ratio to {next(iter(results))} {result['median_ratio_to_first']:.3f}")

@@ -359,14 +359,18 @@ def test_cem_branch_returns_the_planned_action(phase, jit_compile):
 
 
 def test_xla_policy_computes_what_the_graph_policy_computes():
-    """The deterministic path (SAC's mode in the test phase) is the same number through XLA and the graph."""
+    """The deterministic parts are the same numbers through XLA and the graph: the posterior's mean and std, and
+    SAC's mode (test phase) at the posterior sample each drew (XLA draws its own stream from the same seed)."""
     model, sac = known_optimum_agent()
     obs = tf.random.stateless_normal([4, 3], seed=[0, 1])
-    actions = []
+    latents = []
     for jit_compile in (False, True):
         policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=3, jit_compile=jit_compile)
-        actions.append(policy.act(obs, policy.initial_state(4), "test")[0].numpy())
-    np.testing.assert_allclose(actions[1], actions[0], atol=1e-5)
+        action, (latent, *_) = policy.act(obs, policy.initial_state(4), "test")
+        latents.append({key: value.numpy() for key, value in latent.items()})
+        np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, ref.features(latents[-1]))[0]), atol=1e-5)
+    for key in ("mean", "std", "deter"):
+        np.testing.assert_allclose(latents[1][key], latents[0][key], atol=1e-5, err_msg=key)
 
 
 def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_stream():

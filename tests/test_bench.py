@@ -31,6 +31,8 @@ def test_bench_writes_every_documented_key(tmp_path):
     assert results["policy_jit_compile"] is False and results["sac_action_ms"] > 0  # the tiny size acts without XLA
     assert set(results["matmul_gflops_per_s"]) == {"float32", "bfloat16"}
     assert {"cpu", "cores", "avx512_bf16", "amx_bf16"} <= results["machine"].keys()
+    native = results["machine"]["avx512_bf16"] or results["machine"]["amx_bf16"]
+    assert results["precision_auto"] == ("mixed_bfloat16" if native else "float32")
     assert all(value > 0 for value in results["cem_action_s"].values())
     assert 0.9 < results["cache_bytes_ratio"] < 1.1  # images stay uint8 in the cache
     assert results["export_sac_action_ms"] > 0 and results["export_in_process_sac_action_ms"] > 0

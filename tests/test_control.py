@@ -1,4 +1,5 @@
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -164,11 +165,44 @@ def test_invert_gradients_mode_shapes_the_actor_gradient():
     with tf.GradientTape() as tape:
         action = tf.constant([[0.9]])
         tape.watch(action)
-        from planet_sac.control.sac import _inverting_identity
-        loss = -3.0 * _inverting_identity(action)  # descent gradient -3: the critic wants a larger action
+        from planet_sac.control.sac import _inverting_clip
+        loss = -3.0 * _inverting_clip(action)  # descent gradient -3: the critic wants a larger action
     grad = tape.gradient(loss, action).numpy()
     np.testing.assert_allclose(grad, [[-3.0 * (1 - 0.9) / 2]], rtol=1e-6)
     assert sac.act(features, tf.zeros([1, 1]), True).shape == (1, 1)
+
+
+def actor_outputs(sac, mean, log_std):
+    """An actor whose output is (mean, log_std) for every input: zero output kernel, bias set."""
+    sac.actor.out.kernel.assign(tf.zeros_like(sac.actor.out.kernel))
+    sac.actor.out.bias.assign([mean] * sac.action_size + [log_std] * sac.action_size)
+
+
+def test_invert_gradients_queries_the_critic_at_the_clipped_action():
+    """Actor mean 3, log-std -5, noise 1: u = 3 + e^-5 = 3.0067 lies past the bound; the critic sees a = 1.0,
+    in the critic target and in the actor loss, and the actor's gradient is inverted at the bound."""
+    _, sac = tiny_agent(action_size=1, action_bounds="invert_gradients", discount=0.9, init_alpha=0.5)
+    actor_outputs(sac, 3.0, -5.0)
+    u = 3.0 + math.exp(-5.0)
+    features = np.random.default_rng(4).normal(size=(3, 12)).astype(np.float32)
+    noise = np.ones([3, 1], np.float32)
+    action, log_prob = sac.sample(features, noise)
+    np.testing.assert_array_equal(action.numpy(), 1.0)
+    np.testing.assert_allclose(log_prob.numpy(), -0.5 + 5.0 - 0.5 * math.log(2 * math.pi), rtol=1e-6)  # Gaussian of u
+    # Critic target at a' = 1.0, by hand: y = r + gamma * d * (min Q_target(z', 1) - alpha * log pi).
+    reward, discount = np.array([1.0, 0.0, -1.0], np.float32), np.array([1.0, 0.5, 0.0], np.float32)
+    soft = ref.q_value(sac, features, np.ones([3, 1]), target=True) - 0.5 * (4.5 - 0.5 * math.log(2 * math.pi))
+    target = sac.critic_target(reward, discount, features, noise).numpy()
+    np.testing.assert_allclose(target, reward + 0.9 * discount * soft, rtol=1e-4, atol=1e-5)
+    # Actor loss with a critic Q = 2a: the critic is queried at 1.0, and d loss / d mean = (u - 1), Hausknecht &
+    # Stone's factor (1 - u) / 2 on the ascent gradient 2 (per sample, averaged): positive, so descent pulls u back.
+    seen = []
+    sac.q_value = lambda f, a, target=False: seen.append(a.numpy()) or 2.0 * tf.reduce_sum(a, -1)
+    with tf.GradientTape() as tape:
+        loss, _ = sac.actor_loss(features, noise)
+    grad = tape.gradient(loss, sac.actor.out.bias).numpy()
+    np.testing.assert_array_equal(np.concatenate(seen), 1.0)
+    assert grad[0] == pytest.approx(u - 1.0, rel=1e-5)
 
 
 def test_critic_target_on_hand_made_tensors():
@@ -256,8 +290,10 @@ def test_policy_dispatch_follows_the_phase_mapping():
                     train="random", test="sac")
     obs = tf.zeros([1, 3])
     state = policy.initial_state(1)
-    deterministic = [policy.act(obs, state, "test")[0].numpy() for _ in range(3)]
-    np.testing.assert_allclose(deterministic[0], deterministic[1])  # SAC mode in the test phase
+    for _ in range(2):  # SAC's mode in the test phase, at the latent state it filtered
+        action, (latent, *_) = policy.act(obs, state, "test")
+        mode = np.tanh(ref.actor(sac, ref.features({key: value.numpy() for key, value in latent.items()}))[0])
+        np.testing.assert_allclose(action.numpy(), mode, rtol=1e-5, atol=1e-6)
     random = [policy.act(obs, state, "train")[0].numpy() for _ in range(3)]
     assert not np.allclose(random[0], random[1])  # random policy in the train phase
     with pytest.raises(ValueError, match="unknown policy 'ppo'"):
@@ -323,14 +359,18 @@ def test_cem_branch_returns_the_planned_action(phase, jit_compile):
 
 
 def test_xla_policy_computes_what_the_graph_policy_computes():
-    """The deterministic path (SAC's mode in the test phase) is the same number through XLA and the graph."""
+    """The deterministic parts are the same numbers through XLA and the graph: the posterior's mean and std, and
+    SAC's mode (test phase) at the posterior sample each drew (XLA draws its own stream from the same seed)."""
     model, sac = known_optimum_agent()
     obs = tf.random.stateless_normal([4, 3], seed=[0, 1])
-    actions = []
+    latents = []
     for jit_compile in (False, True):
         policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=3, jit_compile=jit_compile)
-        actions.append(policy.act(obs, policy.initial_state(4), "test")[0].numpy())
-    np.testing.assert_allclose(actions[1], actions[0], atol=1e-5)
+        action, (latent, *_) = policy.act(obs, policy.initial_state(4), "test")
+        latents.append({key: value.numpy() for key, value in latent.items()})
+        np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, ref.features(latents[-1]))[0]), atol=1e-5)
+    for key in ("mean", "std", "deter"):
+        np.testing.assert_allclose(latents[1][key], latents[0][key], atol=1e-5, err_msg=key)
 
 
 def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_stream():
@@ -364,17 +404,21 @@ def test_sac_guided_cem_branch_follows_the_critic(jit_compile):
 
 
 def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
-    """Test phase: tanh(actor mean) of the posterior's mean features, computed here in numpy."""
+    """Test phase: tanh(actor mean) of a posterior *sample*, as the model and SAC train on (and as PlaNet's
+    MPCAgent and Dreamer's policy act), computed here in numpy with the policy's first normal draw as noise."""
     model, sac = tiny_agent(action_size=2)
     rng = np.random.default_rng(3)
     for variable in model.rssm.variables + sac.actor.variables:
         variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
-    policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac")
+    policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=11)
     obs = rng.normal(size=(5, 3)).astype(np.float32)
     action, (latent, *_) = policy.act(obs, policy.initial_state(5), "test")
+    noise = tf.random.Generator.from_seed(11).normal([5, TINY.stoch_size]).numpy()  # the act's first draw
     embed = ref.mlp(obs, model.encoder, ref.relu)[:, None]  # PlaNet: ReLU state encoder
-    posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), np.zeros([5, 1, TINY.stoch_size]))
+    posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), noise[:, None])
     features = ref.features({key: value[:, 0] for key, value in posts.items()})
+    assert np.abs(posts["stoch"] - posts["mean"]).min() > 1e-3  # a sample, not the mean
+    np.testing.assert_allclose(latent["stoch"].numpy(), posts["stoch"][:, 0], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, features)[0]), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(latent["mean"].numpy(), posts["mean"][:, 0], rtol=1e-4, atol=1e-5)
     samples = np.stack([policy.act(obs, policy.initial_state(5), "train")[0].numpy() for _ in range(20)])

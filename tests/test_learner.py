@@ -6,7 +6,8 @@ from planet_sac.checkpoints import Checkpointer, named_variables
 from planet_sac.config import apply_overrides, load_config
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
-from planet_sac.training.learner import Learner
+from planet_sac.training import learner as learner_module
+from planet_sac.training.learner import Learner, actor_critic_updates
 from tests.conftest import CONFIGS, state_batch
 
 
@@ -199,3 +200,75 @@ def test_several_learners_in_one_process_give_no_retracing_warning(smoke_config,
     for seed in range(6):
         build(config, seed).update(batch)
     assert not [record for record in tensorflow_warnings if "retracing" in record.getMessage()]
+
+
+def test_imagination_starts_after_burn_in_once_per_model_update_and_is_split_among_the_updates(smoke_config,
+                                                                                                monkeypatch):
+    """Burn-in 3 of chunks of 10: the rollouts start from exactly the posteriors (b, t) with t >= 3; one imagination
+    serves the 3 SAC updates, each taking its own third of it (768 rollouts of 1 step: 3 x 256 transitions)."""
+    config = apply_overrides(smoke_config, ["sac.batch_size=256", "sac.real_ratio=0.0", "sac.imagination_horizon=1",
+                                            "sac.n_step=1", "sac.burn_in=3", "sac.updates_per_step=3"])
+    learner = build(config)
+    deter, stoch = learner.world_model.rssm.deter_size, learner.world_model.rssm.stoch_size
+    features = np.zeros([4, 10, deter + stoch], np.float32)
+    features[..., 0] = np.arange(10)[None, :]  # deter[0] = t, deter[1] = b: each start state names its posterior
+    features[..., 1] = np.arange(4)[:, None]
+    starts, pools, batches = [], [], []
+    imagine = learner_module.imagined_transitions
+
+    def recording_imagine(world_model, actor_sample, start, *args):
+        starts.append(np.stack([start["deter"][:, 1].numpy(), start["deter"][:, 0].numpy()], 1))
+        pools.append(imagine(world_model, actor_sample, start, *args))
+        return pools[-1]
+
+    monkeypatch.setattr(learner_module, "imagined_transitions", recording_imagine)
+    update = learner.sac.update
+    monkeypatch.setattr(learner.sac, "update", lambda *args, **kwargs: batches.append(args[:5]) or update(*args, **kwargs))
+    batch = state_batch(batch=4, length=10)
+    metrics = actor_critic_updates(learner.world_model, learner.sac, tf.constant(features), batch, learner.rng)  # eager
+    assert len(starts) == 1 and len(batches) == 3 and float(metrics["sac/skipped_updates"]) == 0.0
+    assert {tuple(row) for row in starts[0].astype(int)} == {(b, t) for b in range(4) for t in range(3, 10)}
+    rows = lambda parts: np.concatenate([np.concatenate([np.asarray(p).reshape(len(p), -1) for p in part], 1)  # noqa: E731
+                                         for part in parts])
+    used = rows(batches)  # every imagined transition of the pool is used by exactly one update
+    pool = rows([pools[0]])
+    assert used.shape == pool.shape == (768, used.shape[1])
+    np.testing.assert_array_equal(used[np.lexsort(used.T)], pool[np.lexsort(pool.T)])
+
+
+def test_sac_metrics_are_means_over_the_compiled_loop(smoke_config, monkeypatch):
+    """A deterministic stand-in for SAC.update in the compiled update: update k (1, 2, 3) reports critic loss k^2
+    and is finite unless k = 2; the learner reports the means (14/3, 2/3) and 1 skipped update."""
+    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3"]))
+    counter = tf.Variable(0.0)
+
+    def fake_update(*args, **kwargs):
+        k = counter.assign_add(1.0)
+        metrics = {key: k for key in SAC.METRICS}
+        return dict(metrics, **{"sac/critic_loss": k * k, "sac/update_finite": tf.cast(tf.not_equal(k, 2.0), tf.float32)})
+
+    monkeypatch.setattr(learner.sac, "update", fake_update)
+    metrics = learner.update(state_batch())
+    assert float(counter.numpy()) == 3.0
+    assert float(metrics["sac/critic_loss"]) == pytest.approx(np.mean([1.0, 4.0, 9.0]))
+    assert float(metrics["sac/actor_loss"]) == pytest.approx(np.mean([1.0, 2.0, 3.0]))
+    assert float(metrics["sac/update_finite"]) == pytest.approx(np.mean([1.0, 0.0, 1.0]))
+    assert float(metrics["sac/skipped_updates"]) == 1.0
+
+
+def update_graph_ops(learner, batch):
+    """Ops of the compiled update's graph and of every function in its library (loop bodies, branches)."""
+    graph_def = learner.update.get_concrete_function(batch).graph.as_graph_def()
+    return len(graph_def.node) + sum(len(function.node_def) for function in graph_def.library.function)
+
+
+def test_sac_updates_and_imagination_are_traced_once_whatever_their_number(smoke_config):
+    """The SAC updates and the imagined rollouts run in in-graph loops: 2 or 6 updates, horizon 3 or 9,
+    give graphs of the same size (unrolled, every update and every imagined step would add its ops)."""
+    batch = {key: tf.constant(value) for key, value in state_batch().items()}
+    sizes = set()
+    for updates, horizon in ((2, 3), (6, 3), (2, 9)):
+        config = apply_overrides(smoke_config, [f"sac.updates_per_step={updates}", "sac.real_ratio=0.5",
+                                                f"sac.imagination_horizon={horizon}"])
+        sizes.add(update_graph_ops(build(config), batch))
+    assert len(sizes) == 1, sizes

@@ -76,8 +76,10 @@ class Policy(tf.Module):
         rssm = self.world_model.rssm
         training = tf.equal(phase, 0)
         explore_scale = tf.cast(training, tf.float32)
-        # Train phase: sample the posterior; test phase: its mean, so evaluation has no exploration at all.
-        latent_noise = explore_scale * self.rng.normal([batch, rssm.stoch_size])
+        # Both phases sample the posterior, as the model and SAC train on samples and as PlaNet
+        # (MPCAgent.perform -> RSSM._posterior) and Dreamer (policy -> obs_step) act; the test
+        # phase differs only in acting without exploration noise (the actor's mode, CEM's mean).
+        latent_noise = self.rng.normal([batch, rssm.stoch_size])
         embed = self.world_model.embed(obs, self.world_model.observation_noise(self.rng, obs))  # as in training
         latent, _ = rssm.obs_step(latent, prev_action, embed, latent_noise)
         features = rssm.features(latent)

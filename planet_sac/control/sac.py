@@ -8,6 +8,9 @@ z_t and z_t+1 for every step, and the episode's `discount` handles terminations.
 Bounded actions: `tanh` squashes a Gaussian (the usual SAC), `invert_gradients`
 keeps the Gaussian unsquashed and scales the critic's gradient with respect to the
 action by the distance to the bound it pushes towards (Hausknecht & Stone, 2016).
+Either way the critics are only ever queried at actions inside [-1, 1], the actions
+they were trained on: `invert_gradients` clips the Gaussian sample for the critic
+(and for acting), while the inverted gradient still sees where the unclipped sample is.
 """
 
 from __future__ import annotations
@@ -36,13 +39,18 @@ def invert_gradients(grad: tf.Tensor, action: tf.Tensor, low: float = -1.0, high
 
 
 @tf.custom_gradient
-def _inverting_identity(action: tf.Tensor):
-    """Identity whose backward pass inverts the (descent) gradient flowing into `action`."""
+def _inverting_clip(action: tf.Tensor):
+    """clip(action, -1, 1), whose backward pass inverts the (descent) gradient flowing into `action`.
+
+    The critic is evaluated at the clipped action, where it was trained; its gradient dQ/da there
+    reaches the unclipped action scaled by Hausknecht & Stone's factor of the *unclipped* value, so
+    an action past a bound is pushed back inside (a plain clip would pass no gradient at all there).
+    """
 
     def backward(upstream: tf.Tensor) -> tf.Tensor:
         return -invert_gradients(-upstream, action)
 
-    return tf.identity(action), backward
+    return tf.clip_by_value(action, -1.0, 1.0), backward
 
 
 class SAC(tf.Module):
@@ -77,7 +85,12 @@ class SAC(tf.Module):
         return mean, log_std
 
     def sample(self, features: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """A reparameterised action and its log-probability, for noise ~ N(0, I)."""
+        """A reparameterised action inside [-1, 1] and its log-probability, for noise ~ N(0, I).
+
+        `tanh`: a = tanh(u) with the change-of-variables correction. `invert_gradients`: a = clip(u),
+        differentiated by inverting gradients (`_inverting_clip`); the log-probability is the
+        Gaussian's of u (a clip has no density to correct by), which the entropy terms use.
+        """
         mean, log_std = self._distribution(features)
         u = mean + tf.exp(log_std) * noise
         log_prob = tf.reduce_sum(-0.5 * tf.square(noise) - log_std - 0.5 * math.log(2 * math.pi), -1)
@@ -85,7 +98,7 @@ class SAC(tf.Module):
             # log(1 - tanh(u)^2) in a numerically stable form.
             log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
             return tf.tanh(u), log_prob
-        return u, log_prob
+        return _inverting_clip(u), log_prob
 
     def act(self, features: tf.Tensor, noise: tf.Tensor, deterministic: tf.Tensor | bool) -> tf.Tensor:
         """The action to execute, inside [-1, 1]: the mode when deterministic, a sample otherwise."""
@@ -117,6 +130,12 @@ class SAC(tf.Module):
         next_value = self.q_value(next_features, next_action, target=True) - self.alpha * next_log_prob
         return tf.stop_gradient(reward + self.config.discount ** steps * discount * next_value)
 
+    def actor_loss(self, features: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """mean(alpha * log pi(a|z) - min Q(z, a)), a ~ pi(z) reparameterised by `noise`; and log pi(a|z)."""
+        new_action, log_prob = self.sample(features, noise)
+        loss = tf.reduce_mean(tf.stop_gradient(self.alpha) * log_prob - self.q_value(features, new_action))
+        return loss, log_prob
+
     def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
                next_features: tf.Tensor, rng: tf.random.Generator, steps: int = 1) -> Dict[str, tf.Tensor]:
         """One SAC update on a batch of (`steps`-step) transitions; returns scalar metrics.
@@ -135,10 +154,7 @@ class SAC(tf.Module):
         critic_grads = tape.gradient(critic_loss, self.critic_variables)
 
         with tf.GradientTape() as tape:
-            new_action, log_prob = self.sample(features, rng.normal(tf.shape(action)))
-            if self.config.action_bounds == "invert_gradients":
-                new_action = _inverting_identity(new_action)
-            actor_loss = tf.reduce_mean(tf.stop_gradient(self.alpha) * log_prob - self.q_value(features, new_action))
+            actor_loss, log_prob = self.actor_loss(features, rng.normal(tf.shape(action)))
         actor_grads = tape.gradient(actor_loss, self.actor.trainable_variables)
 
         with tf.GradientTape() as tape:

@@ -78,19 +78,27 @@ def imagine(world_model: WorldModel, actor_sample, start: State, horizon: int,
     Nothing here is differentiated: the head learns from these transitions like from data.
     """
     rssm = world_model.rssm
-    state = tf.nest.map_structure(tf.stop_gradient, start)
+    state = tf.nest.map_structure(tf.stop_gradient, {key: start[key] for key in ("deter", "stoch")})
     size = tf.shape(state["deter"])[0]
-    features, actions = [rssm.features(state)], [tf.zeros([size, world_model.action_size])]
-    rewards, discounts = [tf.zeros([size])], [tf.ones([size])]
-    for _ in range(horizon):
-        action = actor_sample(features[-1], rng.normal([size, world_model.action_size]))
+    features = rssm.features(state)
+    shapes = ([None, rssm.feature_size], [None, world_model.action_size], [None], [None])
+    arrays = [tf.TensorArray(tf.float32, size=horizon, element_shape=shape) for shape in shapes]
+
+    def step(k: tf.Tensor, state: State, features: tf.Tensor, arrays: list) -> tuple:
+        # An in-graph loop: the rollout is traced once, whatever the horizon.
+        action = actor_sample(features, rng.normal([size, world_model.action_size]))
         state = rssm.img_step(state, action, rng.normal([size, rssm.stoch_size]))
-        features.append(rssm.features(state))
-        actions.append(action)
-        rewards.append(world_model.predict_reward(state))
-        discounts.append(world_model.predict_continuation(state))
-    stack = lambda xs: tf.stop_gradient(tf.stack(xs, 1))  # noqa: E731
-    return stack(features), stack(actions), stack(rewards), stack(discounts)
+        state = {key: state[key] for key in ("deter", "stoch")}
+        features = rssm.features(state)
+        values = (features, action, world_model.predict_reward(state), world_model.predict_continuation(state))
+        return k + 1, state, features, [array.write(k, value) for array, value in zip(arrays, values)]
+
+    _, _, _, arrays = tf.while_loop(lambda k, *_: k < horizon, step, (tf.constant(0), state, features, arrays),
+                                    parallel_iterations=1)
+    # [H, N, ...] -> [N, H, ...], after index 0: the start features, a zero action, reward 0, discount 1.
+    steps = [tf.transpose(array.stack(), [1, 0, *range(2, len(shape) + 1)]) for array, shape in zip(arrays, shapes)]
+    first = (features[:, None], tf.zeros([size, 1, world_model.action_size]), tf.zeros([size, 1]), tf.ones([size, 1]))
+    return tuple(tf.stop_gradient(tf.concat([head, tail], 1)) for head, tail in zip(first, steps))
 
 
 def imagined_transitions(world_model: WorldModel, actor_sample, start: State, horizon: int, n: int, gamma: float,

@@ -21,6 +21,7 @@ import tensorflow_probability as tfp
 
 from planet_sac.config import ConfigError, ModelConfig
 from planet_sac.models.networks import MLP, ConvDecoder, ConvEncoder
+from planet_sac.models.precision import resolve_precision
 from planet_sac.models.rssm import RSSM, State
 
 tfd = tfp.distributions
@@ -32,7 +33,8 @@ class WorldModel(tf.Module):
     def __init__(self, config: ModelConfig, obs_key: str, obs_shape: tuple[int, ...], action_size: int,
                  seed: int = 0, precision: str = "float32", name: str = "world_model"):
         """`precision="mixed_bfloat16"` runs the encoder, decoder and reward head in bfloat16 (weights,
-        the RSSM, its distributions and every loss term stay float32)."""
+        the RSSM, its distributions and every loss term stay float32); `"auto"` picks it for images
+        on CPUs with native bfloat16 instructions, else float32 (`models/precision.py`)."""
         super().__init__(name=name)
         if obs_key == "image" and tuple(obs_shape) != (64, 64, 3):
             raise ConfigError(f"image observations must be 64x64x3 for PlaNet's conv decoder, got {tuple(obs_shape)}; "
@@ -41,6 +43,8 @@ class WorldModel(tf.Module):
         self.obs_key = obs_key
         self.obs_shape = tuple(obs_shape)
         self.action_size = action_size
+        precision = resolve_precision(precision, obs_key)
+        self.precision = precision
         compute_dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}[precision]
         mixed = tf.bfloat16 if precision == "mixed_bfloat16" else None  # MLPs: None computes in the input's dtype
         activation = {"relu": tf.nn.relu, "elu": tf.nn.elu}[config.activation]

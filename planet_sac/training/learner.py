@@ -11,6 +11,9 @@
   trainer stops the run after `optim.max_nonfinite_updates` consecutive skips.
   A non-finite SAC loss or gradient skips that SAC update (`sac/skipped_updates`
   counts them per step); a skipped world-model update skips the step's SAC updates.
+- The `sac.updates_per_step` SAC updates after a model update run in one `tf.while_loop`
+  and share one pool of imagined transitions, made once per model update (as Dreamer
+  imagines once per update); their `sac/*` metrics are means over the loop.
 - With `optim.accumulate` = k, the SAC head trains on the posterior features of all
   k micro-batches, so its updates equal those of one batch of B.
 - Under a `tf.distribute` strategy (`optim.strategy`, see `training/distribute.py`) the
@@ -220,39 +223,64 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
     """`sac.config.updates_per_step` SAC updates on n-step transitions of posterior features, mixed with imagined ones.
 
     `features` are the posterior features [B, T, F] of the chunks in `batch` (its action, reward
-    and discount). Each update samples `round(batch_size * real_ratio)` real transitions and
-    fills the rest with transitions along fresh rollouts of the model under the current actor,
-    started from posterior states of the same chunks (see `control/transitions.py`). The learner
-    calls this after every world-model update; `head_round` on a frozen model.
+    and discount); the first `sac.burn_in` steps of every chunk (filtered from a zero state) start
+    no transition, real or imagined. Each update samples `round(batch_size * real_ratio)` real
+    transitions and takes the rest from one pool of imagined ones: rollouts of the model under the
+    current actor, made once here for all the updates (as Dreamer imagines once per model update)
+    and split among them, so no imagined transition is used twice (see `imagination_pool`).
+    The updates run in one in-graph loop (`tf.while_loop`, traced once whatever their number);
+    their metrics are the means over the loop, `sac/skipped_updates` the count of skipped ones.
+    The learner calls this after every world-model update; `head_round` on a frozen model.
     """
     cfg = sac.config
     n = cfg.n_step
-    skip = cfg.burn_in  # the first posteriors of a chunk start from a zero state: optionally no transitions from them
-    real = real_transitions(features[:, skip:], batch["action"][:, skip:], batch["reward"][:, skip:],
-                            batch["discount"][:, skip:], n, cfg.discount)
+    updates = cfg.updates_per_step
+    features = features[:, cfg.burn_in:]  # the first posteriors of a chunk start from a zero state: optionally none
+    real = real_transitions(features, batch["action"][:, cfg.burn_in:], batch["reward"][:, cfg.burn_in:],
+                            batch["discount"][:, cfg.burn_in:], n, cfg.discount)
     count = real.features.shape[0]
     real_take = int(round(cfg.batch_size * cfg.real_ratio))
     imagined_take = cfg.batch_size - real_take
-    per_rollout = cfg.imagination_horizon + 1 - n
-    starts = flatten_time(features)
-    deter_size = world_model.rssm.deter_size
-    actor_sample = lambda f, noise: sac.act(f, noise, False)  # noqa: E731
-    metrics = {}
-    skipped = tf.constant(0.0)
-    for _ in range(cfg.updates_per_step):
+    if imagined_take:  # [updates, imagined_take, ...]: update i takes slice i
+        pool = imagination_pool(world_model, sac, features, updates * imagined_take, rng)
+        imagined = Transitions(*(tf.reshape(field, [updates, imagined_take, *field.shape[1:]]) for field in pool))
+
+    def body(i: tf.Tensor, sums: Dict[str, tf.Tensor]) -> tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         parts = []
         if real_take:
             parts.append(real.gather(rng.uniform([real_take], 0, count, dtype=tf.int64)))
         if imagined_take:
-            rollouts = -(-imagined_take // per_rollout)
-            start = tf.gather(starts, rng.uniform([rollouts], 0, starts.shape[0], dtype=tf.int64))
-            start = {"deter": start[:, :deter_size], "stoch": start[:, deter_size:]}
-            imagined = imagined_transitions(world_model, actor_sample, start, cfg.imagination_horizon, n,
-                                            cfg.discount, rng)
-            parts.append(imagined.gather(tf.range(imagined_take)))
+            parts.append(Transitions(*(field[i] for field in imagined)))
         metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n)
-        skipped += 1.0 - metrics["sac/update_finite"]
-    return dict(metrics, **{"sac/skipped_updates": skipped})
+        return i + 1, {key: sums[key] + metrics[key] for key in sums}
+
+    sums = {key: tf.constant(0.0) for key in SAC.METRICS}
+    # One iteration at a time: each update reads the weights the previous one wrote.
+    _, sums = tf.while_loop(lambda i, _: i < updates, body, (tf.constant(0), sums), parallel_iterations=1)
+    metrics = {key: value / updates for key, value in sums.items()}
+    return dict(metrics, **{"sac/skipped_updates": updates - sums["sac/update_finite"]})
+
+
+def imagination_pool(world_model: WorldModel, sac: SAC, features: tf.Tensor, size: int,
+                     rng: tf.random.Generator) -> Transitions:
+    """`size` imagined n-step transitions in random order, from rollouts started at posterior features [B, T, F].
+
+    Enough rollouts of `sac.imagination_horizon` steps under the actor (sampling, as it explores)
+    start from posterior states drawn uniformly (with replacement) from `features`; their
+    transitions are shuffled, so consecutive slices mix many rollouts, as each SAC update's did
+    when it imagined alone.
+    """
+    cfg = sac.config
+    per_rollout = cfg.imagination_horizon + 1 - cfg.n_step
+    starts = flatten_time(features)
+    rollouts = -(-size // per_rollout)
+    start = tf.gather(starts, rng.uniform([rollouts], 0, starts.shape[0], dtype=tf.int64))
+    deter_size = world_model.rssm.deter_size
+    start = {"deter": start[:, :deter_size], "stoch": start[:, deter_size:]}
+    actor_sample = lambda f, noise: sac.act(f, noise, False)  # noqa: E731
+    pool = imagined_transitions(world_model, actor_sample, start, cfg.imagination_horizon, cfg.n_step, cfg.discount, rng)
+    order = tf.argsort(rng.uniform([rollouts * per_rollout]))[:size]
+    return pool.gather(order)
 
 
 def head_round(world_model: WorldModel, sac: SAC, embed: tf.Tensor, batch: Batch,

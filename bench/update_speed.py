@@ -1,0 +1,120 @@
+r"""One learner update of a pixel config with its SAC updates and imagination: trace time, graph size, seconds.
+
+Usage (one process; the learners of the given precisions are timed in interleaved rounds):
+    .venv/bin/python bench/update_speed.py --config configs/cheetah_run_cpu.yaml --reps 10 \\
+        --precisions float32 mixed_bfloat16 auto --set sac.imagination_horizon=15 sac.real_ratio=0.5 --json OUT.json
+
+A/B against an older source tree in the same process: `--baseline PACKAGE` also times that
+tree's learner in float32, where PACKAGE is a copy of the old `planet_sac/` renamed (imports
+included) and importable, e.g.
+
+    git archive BASE planet_sac | tar -x -C /tmp/base && mv /tmp/base/planet_sac /tmp/base/planet_sac_base
+    grep -rl planet_sac /tmp/base --include=*.py | xargs sed -i 's/\bplanet_sac\./planet_sac_base./g'
+    PYTHONPATH=/tmp/base .venv/bin/python bench/update_speed.py ... --baseline planet_sac_base
+
+Reports, per learner: the seconds of tracing, of the first call (graph optimisation + one
+update), the number of graph ops (the update's graph plus every function in its library, i.e.
+loop bodies and branches), and the median seconds of the timed calls, which run in
+interleaved rounds so that every learner sees the same load of a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from planet_sac.config import apply_overrides, load_config
+from planet_sac.control.sac import SAC
+from planet_sac.models.world_model import WorldModel
+from planet_sac.training.learner import Learner
+
+
+def image_batch(batch: int, length: int, action_size: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"image": tf.constant(rng.integers(0, 256, (batch, length, 64, 64, 3), dtype=np.uint8)),
+            "action": tf.constant(rng.uniform(-1, 1, (batch, length, action_size)).astype(np.float32)),
+            "reward": tf.constant(rng.normal(size=(batch, length)).astype(np.float32)),
+            "discount": tf.ones((batch, length))}
+
+
+def graph_ops(concrete) -> dict:
+    """Ops of the update's graph and of all functions in its library (loop bodies, cond branches)."""
+    graph_def = concrete.graph.as_graph_def()
+    library = sum(len(function.node_def) for function in graph_def.library.function)
+    return {"graph_ops": len(graph_def.node), "library_ops": library, "total_ops": len(graph_def.node) + library}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/cheetah_run_cpu.yaml")
+    parser.add_argument("--precisions", nargs="+", default=["float32"])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--action-size", type=int, default=6)
+    parser.add_argument("--set", nargs="*", default=[], dest="overrides")
+    parser.add_argument("--baseline", help="importable package name of an older planet_sac tree, timed in float32")
+    parser.add_argument("--catch-up", action="store_true",
+                        help="also time Learner.catch_up: the SAC updates and imagination alone, the model frozen")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    config = load_config(args.config, args.overrides)
+    batch = image_batch(config.data.batch_size, config.data.chunk_length, args.action_size)
+    builders = [(precision, precision, WorldModel, SAC, Learner) for precision in args.precisions]
+    if args.baseline:
+        old = {name: importlib.import_module(f"{args.baseline}.{module}") for name, module in (
+            ("world_model", "models.world_model"), ("sac", "control.sac"), ("learner", "training.learner"))}
+        builders.insert(0, ("baseline/float32", "float32", old["world_model"].WorldModel, old["sac"].SAC,
+                            old["learner"].Learner))
+    learners, results = {}, {}
+    for name, precision, world_model_class, sac_class, learner_class in builders:
+        cfg = apply_overrides(config, [f"optim.precision={precision}"])
+        model = world_model_class(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
+        learner = learner_class(cfg, model, sac_class(cfg.sac, model.rssm.feature_size, args.action_size))
+        start = time.perf_counter()
+        concrete = learner.update.get_concrete_function(batch)
+        trace = time.perf_counter() - start
+        start = time.perf_counter()
+        learner.update(batch)["loss/total"].numpy()
+        first = time.perf_counter() - start
+        learners[name] = learner
+        results[name] = {"precision": getattr(model, "precision", precision), "trace_s": trace, "first_call_s": first,
+                         **graph_ops(concrete), "times": []}
+        if args.catch_up:
+            learner.catch_up(batch)["sac/q"].numpy()
+            results[name]["catch_up_times"] = []
+        print(f"{name}: built, trace {trace:.1f} s, first call {first:.1f} s", flush=True)
+    for _ in range(args.reps):  # interleaved rounds: every precision sees the same machine load
+        for name, learner in learners.items():
+            start = time.perf_counter()
+            learner.update(batch)["loss/total"].numpy()
+            results[name]["times"].append(time.perf_counter() - start)
+            if args.catch_up:
+                start = time.perf_counter()
+                learner.catch_up(batch)["sac/q"].numpy()
+                results[name]["catch_up_times"].append(time.perf_counter() - start)
+    reference = next(iter(results.values()))
+    for name, result in results.items():
+        result["median_s"] = statistics.median(result["times"])
+        result["median_ratio_to_first"] = statistics.median(
+            [mine / first for mine, first in zip(result["times"], reference["times"])])
+        if args.catch_up:
+            result["catch_up_median_s"] = statistics.median(result["catch_up_times"])
+            result["catch_up_median_ratio_to_first"] = statistics.median(
+                [mine / first for mine, first in zip(result["catch_up_times"], reference["catch_up_times"])])
+            print(f"{name:>16}: catch-up round median {result['catch_up_median_s']:.3f} s, median per-round ratio "
+                  f"{result['catch_up_median_ratio_to_first']:.3f}")
+        print(f"{name:>16} ({result['precision']}): trace {result['trace_s']:.1f} s, first call {result['first_call_s']:.1f} s, "
+              f"ops {result['graph_ops']} + {result['library_ops']} in functions, median update {result['median_s']:.3f} s, "
+              f"median per-round ratio to {next(iter(results))} {result['median_ratio_to_first']:.3f}")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump({"config": args.config, "overrides": args.overrides, "results": results}, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

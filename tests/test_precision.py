@@ -1,0 +1,75 @@
+"""`optim.precision: auto`: decided from the CPU's flags (fake /proc/cpuinfo text here), explicit values kept."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import tensorflow as tf
+
+from planet_sac.config import ConfigError, ModelConfig, apply_overrides, load_config
+from planet_sac.models import precision
+from planet_sac.models.precision import cpu_flags, resolve_precision
+from planet_sac.models.world_model import WorldModel
+from tests.conftest import CONFIGS
+
+# Two processors of an AMD EPYC with AVX512-BF16 (trimmed), and of one with AVX2 only.
+BF16_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu vme sse2 avx2 avx512f avx512bw avx512_bf16 avx512_vnni clzero
+bugs\t\t: sysret_ss_attrs
+
+processor\t: 1
+flags\t\t: fpu vme sse2 avx2 avx512f avx512bw avx512_bf16 avx512_vnni clzero
+"""
+AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f amx_bf16 amx_tile amx_int8\n"
+AVX2_CPUINFO = "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n"
+
+
+def test_cpu_flags_are_read_from_the_flags_line():
+    assert {"avx2", "avx512_bf16", "clzero"} <= cpu_flags(BF16_CPUINFO)
+    assert "avx512_bf16" not in cpu_flags(AVX2_CPUINFO)
+    assert cpu_flags("processor\t: 0\n") == set()  # no flags line: nothing assumed
+
+
+@pytest.mark.parametrize("cpuinfo, expected", [(BF16_CPUINFO, "mixed_bfloat16"), (AMX_CPUINFO, "mixed_bfloat16"),
+                                               (AVX2_CPUINFO, "float32"), ("", "float32")])
+def test_auto_takes_mixed_bfloat16_for_images_only_with_native_bfloat16(cpuinfo, expected):
+    assert resolve_precision("auto", "image", cpuinfo, gpu=False) == expected
+    assert resolve_precision("auto", "state", cpuinfo, gpu=False) == "float32"  # no convolutions to speed up
+    assert resolve_precision("auto", "image", cpuinfo, gpu=True) == "float32"  # the CPU's flags say nothing of a GPU
+
+
+@pytest.mark.parametrize("explicit", ["float32", "mixed_bfloat16"])
+def test_explicit_precisions_are_kept_whatever_the_cpu(explicit):
+    for cpuinfo in (BF16_CPUINFO, AVX2_CPUINFO):
+        assert resolve_precision(explicit, "image", cpuinfo, gpu=False) == explicit
+
+
+def test_the_choice_is_logged_once(monkeypatch, caplog):
+    monkeypatch.setattr(precision, "_logged", set())
+    with caplog.at_level(logging.INFO, logger="planet_sac.models.precision"):
+        for _ in range(3):
+            resolve_precision("auto", "image", BF16_CPUINFO, gpu=False)
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == ["optim.precision auto -> mixed_bfloat16: the CPU has native bfloat16 instructions (avx512_bf16)"]
+
+
+@pytest.mark.parametrize("flags, dtype", [({"avx2", "avx512_bf16"}, tf.bfloat16), ({"avx2"}, tf.float32)])
+def test_world_model_in_auto_computes_its_convolutions_as_the_cpu_allows(monkeypatch, flags, dtype):
+    monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo=None: flags)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    model = WorldModel(ModelConfig(cnn_depth=4, deter_size=8, stoch_size=4, hidden_size=8), "image", (64, 64, 3), 1,
+                       precision="auto")
+    assert model.encoder.compute_dtype == dtype and model.decoder.compute_dtype == dtype
+    assert model.precision == {tf.bfloat16: "mixed_bfloat16", tf.float32: "float32"}[dtype]
+
+
+def test_config_defaults_to_auto_and_rejects_unknown_precisions():
+    config = load_config(CONFIGS / "default.yaml")
+    assert config.optim.precision == "auto"
+    for value in ("auto", "float32", "mixed_bfloat16"):
+        assert apply_overrides(config, [f"optim.precision={value}"]).optim.precision == value
+    with pytest.raises(ConfigError, match="optim.precision"):
+        apply_overrides(config, ["optim.precision=bfloat16"])

@@ -1,4 +1,4 @@
-"""The `planet-sac` command line: train, collect, evaluate, bench, plot, variables, config-reference.
+"""The `planet-sac` command line: train, collect, evaluate, bench, suite, plot, variables, config-reference.
 
 `train`, `collect` and `evaluate` take `--set section.key=value` overrides (repeatable),
 checked against the config before anything is written. Errors in the user's input or
@@ -73,6 +73,23 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh)")
 
+    suite = commands.add_parser("suite", parents=[output],
+                                help="train and evaluate every task x seed one after another; publish Dreamer-format score files")
+    suite.add_argument("--config", required=True, help="YAML config shared by every run (the suite sets task, action repeat, seed)")
+    suite.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
+                       help="env.task values (default: PlaNet's six dm_control tasks)")
+    suite.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED", help="default: 0 1 2")
+    suite.add_argument("--env-steps", type=int, default=100_000,
+                       help="environment steps per run, action repeat included, seed episodes included (default: 100000)")
+    suite.add_argument("--out", required=True, metavar="DIR", help="runs/, scores/ and results/ go here")
+    suite.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key for every run")
+    suite.add_argument("--action-repeat", action="append", default=[], metavar="TASK=N",
+                       help="action repeat of a task outside PlaNet's table (repeatable)")
+    suite.add_argument("--method", default="planet_sac", help="method name of the score records and file (default: planet_sac)")
+    suite.add_argument("--eval-episodes", type=int, default=10, help="final evaluation episodes of the headline policy (policy.test)")
+    suite.add_argument("--compare-episodes", type=int, default=5,
+                       help="final evaluation episodes of each other policy (random, cem, sac, sac_guided_cem); 0: none")
+
     plot = commands.add_parser("plot", parents=[output], help="draw return and loss curves of one or more runs from metrics.jsonl")
     plot.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="runs to plot; several are drawn as mean and spread too")
     plot.add_argument("--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
@@ -135,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output(args)
     user_errors, out_of_memory = _user_errors(args.command)
     commands = {"train": _train, "collect": _collect, "evaluate": _evaluate, "plot": _plot, "variables": _variables,
-                "config-reference": _config_reference, "bench": _bench}
+                "config-reference": _config_reference, "bench": _bench, "suite": _suite}
     try:
         return commands[args.command](args)
     except user_errors as error:
@@ -284,6 +301,21 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as file:
             json.dump(results, file, indent=2)
+    return 0
+
+
+def _suite(args: argparse.Namespace) -> int:
+    from planet_sac.suite import PLANET_TASKS, run_suite
+
+    summaries = run_suite(args.config, args.tasks or list(PLANET_TASKS), args.seeds, args.env_steps, args.out,
+                          overrides=args.set, explicit_repeats=args.action_repeat, method=args.method,
+                          eval_episodes=args.eval_episodes, compare_episodes=args.compare_episodes,
+                          progress=not args.quiet)
+    for summary in summaries:
+        headline = summary.get("headline")
+        shown = f"{headline['mean']:.1f} +- {headline['std']:.1f}" if headline else ""
+        print(f"{summary['task']:<26} seed {summary['seed']:<3} {summary['status']:<8} {shown}")
+    print(f"scores in {args.out}/scores, results in {args.out}/results")
     return 0
 
 

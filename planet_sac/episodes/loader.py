@@ -23,6 +23,7 @@ import math
 import os
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -201,10 +202,10 @@ class EpisodeReplay:
                 ignored, new = new[: -self.max_episodes], new[-self.max_episodes :]
                 self._seen.update(ignored)
                 self.stats["files_ignored"] += len(ignored)
-            for path in new:
-                episode = self._load(path)
-                if episode is not None:
-                    self._recent[path] = episode
+            loaded = [(path, episode) for path in new if (episode := self._load(path)) is not None]
+            # Files of the same second sort by content, not by their random uuid: the same seed, the same order.
+            for path, episode in sorted(loaded, key=_arrival_order):
+                self._recent[path] = episode
 
     def _forget_changed_rejects(self) -> None:
         """Rejected files whose size or modification time changed are read again at this scan."""
@@ -297,7 +298,9 @@ def make_dataset(
     """Batches of chunks, ``{key: [batch_size, chunk_length, ...]}``, plus the replay (for stats).
 
     Waits for the first usable episode (to learn shapes and dtypes) before
-    building the dataset.
+    building the dataset. With ``prefetch=0`` batches are drawn only when asked for: a
+    background thread drawing ahead would scan the directories at moments set by timing,
+    so which new episodes a batch contains (and a seeded run) would vary.
     """
     replay = EpisodeReplay(
         directory, chunk_length, every=every, max_episodes=max_episodes, keys=keys,
@@ -308,7 +311,13 @@ def make_dataset(
         key: tf.TensorSpec((chunk_length, *shapes[key]), tf.as_dtype(dtypes[key])) for key in replay.keys
     }
     dataset = tf.data.Dataset.from_generator(replay.__iter__, output_signature=signature)
-    dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(prefetch)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if prefetch:
+        dataset = dataset.prefetch(prefetch)
+    else:  # no batch is drawn ahead of the consumer, so which episodes it sees depends on the consumer only
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False
+        dataset = dataset.with_options(options)
     return dataset, replay
 
 
@@ -329,6 +338,19 @@ def pad_with_absorbing_state(episode: Episode, length: int) -> Episode:
             fill = np.repeat(value[-1:], missing, axis=0)
         padded[key] = np.concatenate([value, fill])
     return padded
+
+
+def _arrival_order(item: tuple[str, Episode]) -> tuple[str, int, str]:
+    """Sort key of a loaded episode: its file name's UTC second, then a checksum of its actions and rewards.
+
+    Episode files are named `{UTC second}-{uuid4}-{length}.npz`; episodes saved within one second
+    (seed episodes, parallel environments) would otherwise be ordered by a random uuid, and with them
+    the replay's sampling, which would make runs of the same seed differ.
+    """
+    path, episode = item
+    content = zlib.crc32(b"".join(np.ascontiguousarray(episode[key]).tobytes() for key in ("action", "reward")
+                                  if key in episode))
+    return os.path.basename(path).split("-", 1)[0], content, os.path.basename(path)
 
 
 def _signature(path: str) -> tuple[int, int] | None:

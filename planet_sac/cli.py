@@ -90,10 +90,17 @@ def _parser() -> argparse.ArgumentParser:
     suite.add_argument("--compare-episodes", type=int, default=5,
                        help="final evaluation episodes of each other policy (random, cem, sac, sac_guided_cem); 0: none")
 
-    plot = commands.add_parser("plot", parents=[output], help="draw return and loss curves of one or more runs from metrics.jsonl")
-    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="runs to plot; several are drawn as mean and spread too")
+    plot = commands.add_parser("plot", parents=[output],
+                               help="draw the curves of runs (metrics.jsonl) or of score files (one panel per task, with baselines)")
+    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR|SCORES.json.gz",
+                      help="runs to plot (several are drawn as mean and spread too), or score files of `planet-sac suite`")
     plot.add_argument("--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
-    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="moving average over N points (default: 1, none)")
+    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="runs: moving average over N points (default: 1, none)")
+    plot.add_argument("--baselines", nargs="+", default=[], metavar="SCORES.json.gz",
+                      help="score files: other methods' score files drawn beside them, e.g. ../shared/baselines/dmc_vision-*.json.gz")
+    plot.add_argument("--bin", type=float, default=10_000, metavar="ENV_STEPS",
+                      help="score files: each seed's curve is averaged in bins of this many env steps (default: 10000)")
+    plot.add_argument("--budget", type=float, metavar="ENV_STEPS", help="score files: x axis end (default: the last x of ours)")
 
     variables = commands.add_parser("variables", parents=[output], help="list the variables (names and shapes) of a checkpoint")
     variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
@@ -326,7 +333,27 @@ def _plot(args: argparse.Namespace) -> int:
         raise ConfigError(f"--smooth={args.smooth}: must be >= 1")
     if not args.out.endswith(".png"):
         raise ConfigError(f"--out {args.out}: the file name must end in .png")
+    scores = [path for path in args.logdirs if path.endswith(".json.gz")]
+    if scores:
+        return _plot_scores(args, scores)
+    if args.baselines:
+        raise ConfigError("--baselines go with score files (SCORES.json.gz), not with run directories")
     plot_runs(args.logdirs, args.out, smooth_window=args.smooth)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _plot_scores(args: argparse.Namespace, scores: list[str]) -> int:
+    import matplotlib.pyplot as plt
+
+    from planet_sac.plotting import plot_scores
+
+    if len(scores) != len(args.logdirs):
+        raise ConfigError("plot either run directories or score files (.json.gz), not both at once")
+    if args.budget is not None and not args.budget > 0:
+        raise ConfigError(f"--budget {args.budget:g}: must be > 0 env steps")
+    figure = plot_scores(scores, args.out, args.baselines, bin_size=args.bin, budget=args.budget)
+    plt.close(figure)
     print(f"wrote {args.out}")
     return 0
 

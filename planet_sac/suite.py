@@ -32,6 +32,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from planet_sac.config import POLICIES, Config, ConfigError
+from planet_sac.plotting import read_scores
 
 log = logging.getLogger("planet_sac")
 
@@ -183,31 +184,17 @@ def wall_clock(metrics_path: str) -> dict[str, float]:
             "span": (last - first) if first is not None else 0.0}
 
 
-def read_scores(path: str) -> list[dict]:
-    """The records of a score file (gzipped JSON list); [] when it does not exist."""
-    if not os.path.exists(path):
-        return []
-    try:
-        with gzip.open(path, "rt") as file:
-            records = json.load(file)
-    except (OSError, EOFError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{path} is not a gzipped JSON score file ({error.__class__.__name__}); "
-                          "move it away and rerun the suite to rebuild it from results/") from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) and {"task", "xs", "ys"} <= set(r) for r in records):
-        raise ConfigError(f"{path}: expected a list of records with task, xs and ys (Dreamer's score format)")
-    return records
-
-
 def add_score(path: str, record: Mapping) -> list[dict]:
     """Adds `record` to the score file at `path`, replacing the record of the same task, method and seed.
 
-    Written to a temporary file and renamed, so a kill never leaves half a score file.
+    Written to a temporary file and renamed, so a kill never leaves half a score file; the same records
+    always give the same bytes (no time stamp in the gzip header), so git sees only real changes.
     """
     key = (record["task"], record["method"], record["seed"])
     records = [r for r in read_scores(path) if (r["task"], r.get("method"), r.get("seed")) != key]
     records.append(dict(record))
     records.sort(key=lambda r: (r["task"], str(r.get("method")), r.get("seed", 0)))
-    _write_atomic(path, lambda file: file.write(gzip.compress(json.dumps(records).encode())), binary=True)
+    _write_atomic(path, lambda file: file.write(gzip.compress(json.dumps(records).encode(), mtime=0)), binary=True)
     return records
 
 

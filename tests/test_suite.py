@@ -127,10 +127,12 @@ def test_a_broken_score_file_is_a_one_line_error(tmp_path):
     path = tmp_path / "x.json.gz"
     path.write_bytes(b"not gzip")
     with pytest.raises(ConfigError, match="is not a gzipped JSON score file"):
-        suite.read_scores(str(path))
-    path.write_bytes(gzip.compress(b'{"task": 1}'))
+        suite.add_score(str(path), {"task": "t", "method": "m", "seed": 0, "xs": [], "ys": []})
+    broken = gzip.compress(b'{"task": 1}')
+    path.write_bytes(broken)
     with pytest.raises(ConfigError, match="Dreamer's score format"):
-        suite.read_scores(str(path))
+        suite.add_score(str(path), {"task": "t", "method": "m", "seed": 0, "xs": [], "ys": []})
+    assert path.read_bytes() == broken  # never overwritten
 
 
 def test_bad_suite_arguments_fail_before_any_run(tmp_path):

@@ -3,6 +3,7 @@ same weights (one of them in another process, through the command line); another
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -66,3 +67,34 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     for folder in ("train_episodes", "test_episodes"):
         lengths = [sorted(path.name.rsplit("-", 1)[1] for path in (tmp_path / name / folder).glob("*.npz")) for name in "ab"]
         assert lengths[0] == lengths[1]
+
+
+def test_replay_samples_by_content_not_by_file_names(tmp_path):
+    """The same episodes under other names (other uuids and seconds, so another name order) give the same chunks."""
+    from planet_sac.episodes.loader import EpisodeReplay
+
+    rng = np.random.default_rng(0)
+    episodes = [{"state": rng.normal(size=(31, 3)).astype(np.float32),
+                 "action": rng.uniform(-1, 1, (31, 1)).astype(np.float32),
+                 "reward": rng.normal(size=31).astype(np.float32), "discount": np.ones(31, np.float32)}
+                for _ in range(6)]
+    chunks = []
+    for folder, names in (("a", range(6)), ("b", reversed(range(6)))):  # name order reversed in b
+        (tmp_path / folder).mkdir()
+        for index, episode in zip(names, episodes):
+            second = 0 if index < 3 else index  # three files of one second (ordered by uuid), three of their own
+            np.savez_compressed(tmp_path / folder / f"20260101T0000{second:02d}-{index:032x}-30.npz", **episode)
+        replay = EpisodeReplay(str(tmp_path / folder), chunk_length=5, every=4, seed=7)
+        chunks.append([chunk["action"] for chunk in itertools.islice(iter(replay), 40)])
+    np.testing.assert_array_equal(np.stack(chunks[0]), np.stack(chunks[1]))
+
+
+def test_trainer_turns_on_op_determinism(tmp_path):
+    from tensorflow.python.framework import config as tf_config  # the public API can enable it only
+
+    from planet_sac.training.trainer import Trainer
+
+    tf_config.disable_op_determinism()  # whatever an earlier test in this process did
+    trainer = Trainer(load_config(SMOKE), str(tmp_path / "run"), progress=False)
+    trainer.close()
+    assert tf_config.is_op_determinism_enabled()

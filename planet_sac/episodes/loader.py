@@ -12,6 +12,13 @@ Files that cannot be used are skipped with one warning each on the
 ``planet_sac`` logger; they stay on disk. A rejected file is read again only
 when its size or modification time changes, so a file caught half-written by a
 non-atomic writer (plain ``cp``) is loaded once it is complete.
+
+Sampling is a function of the seed and the episodes' contents only: episodes are drawn in
+an order set by a checksum of their actions and rewards, never by their file names (which
+hold a random uuid). With batches drawn on demand (``make_dataset(prefetch=0)``, as the
+trainer does) a seeded run therefore replays the same chunks every time. The one
+exception: with ``max_episodes``, which of two episodes saved within the same second is
+dropped first can differ between runs.
 """
 
 from __future__ import annotations
@@ -104,6 +111,7 @@ class EpisodeReplay:
         self._rejected: dict[str, tuple[int, int] | None] = {}  # bad file -> (size, mtime) when it was read
         self._recent: dict[str, Episode] = {}
         self._cache: collections.OrderedDict[str, Episode] = collections.OrderedDict()  # oldest first
+        self._content: dict[str, int] = {}  # path -> checksum of its actions and rewards (_content_key)
         self.stats: dict = {
             "files_loaded": 0,
             "files_skipped": 0,  # bad files (see skipped_reasons)
@@ -163,8 +171,10 @@ class EpisodeReplay:
     def _next_pass(self) -> list[tuple[str, Episode, str]]:
         """Choose this pass's episodes, then merge recent into the cache and trim it."""
         with self._lock:
-            recent = list(self._recent.items())
-            cache = list(self._cache.items())
+            # Sampled in an order set by the episodes' contents, not by when or under which name they were saved,
+            # so that the same seed draws the same chunks from the same episodes (see _content_key).
+            recent = sorted(self._recent.items(), key=self._sampling_order)
+            cache = sorted(self._cache.items(), key=self._sampling_order)
             if cache:
                 num_recent = min(len(recent), math.ceil(self.every / 2))
             else:
@@ -177,12 +187,15 @@ class EpisodeReplay:
             self._cache.update(self._recent)  # recent episodes not chosen go straight to the cache
             self._recent = {}
             while self.max_episodes is not None and len(self._cache) > self.max_episodes:
-                self._cache.popitem(last=False)
+                self._content.pop(self._cache.popitem(last=False)[0], None)
                 self.stats["cache_dropped"] += 1
             self.stats["cache_episodes"] = len(self._cache)
             self.stats["cache_bytes"] = sum(_nbytes(episode) for episode in self._cache.values())
             self.stats["passes"] += 1
         return chosen
+
+    def _sampling_order(self, item: tuple[str, Episode]) -> tuple[int, str]:
+        return self._content[item[0]], os.path.basename(item[0])
 
     # ----------------------------------------------------------------- scan
 
@@ -203,8 +216,10 @@ class EpisodeReplay:
                 self._seen.update(ignored)
                 self.stats["files_ignored"] += len(ignored)
             loaded = [(path, episode) for path in new if (episode := self._load(path)) is not None]
-            # Files of the same second sort by content, not by their random uuid: the same seed, the same order.
-            for path, episode in sorted(loaded, key=_arrival_order):
+            for path, episode in loaded:
+                self._content[path] = _content_key(episode)
+            # The cache keeps arrival order (oldest dropped first); files of one second by content, not by uuid.
+            for path, episode in sorted(loaded, key=lambda item: (_second(item[0]), self._content[item[0]])):
                 self._recent[path] = episode
 
     def _forget_changed_rejects(self) -> None:
@@ -340,17 +355,19 @@ def pad_with_absorbing_state(episode: Episode, length: int) -> Episode:
     return padded
 
 
-def _arrival_order(item: tuple[str, Episode]) -> tuple[str, int, str]:
-    """Sort key of a loaded episode: its file name's UTC second, then a checksum of its actions and rewards.
+def _content_key(episode: Episode) -> int:
+    """A checksum of an episode's actions and rewards (of all its arrays if it has neither).
 
-    Episode files are named `{UTC second}-{uuid4}-{length}.npz`; episodes saved within one second
-    (seed episodes, parallel environments) would otherwise be ordered by a random uuid, and with them
-    the replay's sampling, which would make runs of the same seed differ.
+    File names (`{UTC second}-{uuid4}-{length}.npz`) carry a random uuid and the time of saving;
+    ordering episodes by them would make two runs of the same seed sample different chunks.
     """
-    path, episode = item
-    content = zlib.crc32(b"".join(np.ascontiguousarray(episode[key]).tobytes() for key in ("action", "reward")
-                                  if key in episode))
-    return os.path.basename(path).split("-", 1)[0], content, os.path.basename(path)
+    keys = [key for key in ("action", "reward") if key in episode] or sorted(episode)
+    return zlib.crc32(b"".join(np.ascontiguousarray(episode[key]).tobytes() for key in keys))
+
+
+def _second(path: str) -> str:
+    """The UTC second in an episode file's name (its arrival order at one-second resolution)."""
+    return os.path.basename(path).split("-", 1)[0]
 
 
 def _signature(path: str) -> tuple[int, int] | None:

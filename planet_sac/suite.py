@@ -206,6 +206,30 @@ def _write_atomic(path: str, write: Callable, binary: bool = False) -> None:
     os.replace(temp, path)
 
 
+def render_seconds_per_frame(config: Config, frames: int = 30) -> float:
+    """Seconds one image observation costs to render: `frames` random steps of the task from pixels minus the
+    same steps from states, per step (the trainer cannot time rendering: it happens inside the environment)."""
+    import numpy as np
+
+    from planet_sac.envs import make_env
+
+    seconds = {}
+    for obs in ("image", "state"):
+        env = make_env(config.env.task, obs, config.env.action_repeat, None, config.env.seed, config.env.image_size)
+        try:
+            env.reset()
+            actions = np.random.default_rng(0).uniform(-1, 1, (frames, *env.action_space.shape)).astype(np.float32)
+            start = time.perf_counter()
+            for action in actions:
+                _, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    env.reset()
+            seconds[obs] = time.perf_counter() - start
+        finally:
+            env.close()
+    return max(seconds["image"] - seconds["state"], 0.0) / frames
+
+
 def is_finished(spec: RunSpec, env_steps: int) -> bool:
     """True when the run's result.json says it reached at least `env_steps` (an unreadable one does not count)."""
     try:
@@ -279,6 +303,12 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
     shutil.copyfile(os.path.join(spec.run_dir, "config.yaml"), os.path.join(spec.results_dir, "config.yaml"))
     clock = wall_clock(metrics)
     clock.update({"evaluation": evaluation_seconds, "this_call_training": train_seconds})
+    if config.env.obs == "image":  # an estimate: the time of one frame now x the frames of the saved episodes
+        from planet_sac.training.run_dir import episode_stats
+
+        per_frame = render_seconds_per_frame(config)
+        frames = sum(episode_stats(os.path.join(spec.run_dir, folder))[1] for folder in ("train_episodes", "test_episodes"))
+        clock.update({"rendering_per_frame": per_frame, "rendering_estimate": per_frame * frames})
     result = {
         "task": spec.task, "score_task": spec.score_task, "method": method, "seed": spec.seed,
         "action_repeat": spec.action_repeat, "obs": config.env.obs, "config": config_path,

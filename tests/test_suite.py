@@ -244,3 +244,9 @@ def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
     assert result["train_steps"] == 60 and result["env_steps"] >= 800
     (record,) = _records(out / "scores" / "gym_proprio-planet_sac.json.gz")
     assert record["xs"] == [x for x in range(300, 900, 100)]  # a test phase every 10 updates = every episode
+
+
+def test_rendering_cost_of_an_image_task_is_measured():
+    config = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.task=dmc:cartpole-swingup"])
+    per_frame = suite.render_seconds_per_frame(config, frames=3)
+    assert 0 < per_frame < 10

@@ -98,3 +98,41 @@ def test_trainer_turns_on_op_determinism(tmp_path):
     trainer = Trainer(load_config(SMOKE), str(tmp_path / "run"), progress=False)
     trainer.close()
     assert tf_config.is_op_determinism_enabled()
+
+
+def _episode(tag: float) -> dict:
+    return {"state": np.full((31, 3), tag, np.float32), "action": np.full((31, 1), tag / 100, np.float32),
+            "reward": np.full(31, tag, np.float32), "discount": np.ones(31, np.float32)}
+
+
+def test_batches_are_drawn_on_demand_so_new_episodes_enter_at_a_fixed_batch(tmp_path):
+    """With prefetch=0 the directory is scanned when a batch is asked for, never ahead of it by a thread."""
+    import time
+
+    from planet_sac.episodes.loader import make_dataset
+    from planet_sac.episodes.storage import save_episode
+
+    save_episode(str(tmp_path), _episode(1.0))
+    dataset, _ = make_dataset(str(tmp_path), batch_size=2, chunk_length=5, every=2, seed=0, prefetch=0)
+    batches = iter(dataset)
+    first = next(batches)  # one pass of `every` chunks: the generator stops before its next scan
+    assert set(np.unique(first["reward"])) == {1.0}
+    time.sleep(1.0)  # a prefetching thread would have scanned and drawn the next batches by now
+    save_episode(str(tmp_path), _episode(2.0))
+    second = next(batches)  # the scan before this pass finds episode 2; half a pass is recent episodes
+    assert 2.0 in set(np.unique(second["reward"]))
+
+
+def test_the_trainer_draws_batches_on_demand(tmp_path, monkeypatch):
+    from planet_sac.training import trainer as trainer_module
+
+    calls = []
+    original = trainer_module.make_dataset
+
+    def recording(*args, **kwargs):
+        calls.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "make_dataset", recording)
+    trainer_module.train(load_config(SMOKE, ["schedule.train_steps=2"]), str(tmp_path / "run"), progress=False)
+    assert calls and all(call.get("prefetch") == 0 for call in calls)

@@ -250,3 +250,16 @@ def test_rendering_cost_of_an_image_task_is_measured():
     config = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.task=dmc:cartpole-swingup"])
     per_frame = suite.render_seconds_per_frame(config, frames=3)
     assert 0 < per_frame < 10
+
+
+def test_cli_suite_errors_are_one_line(tmp_path, capsys):
+    from planet_sac.cli import main
+
+    out = str(tmp_path / "out")
+    assert main(["suite", "--config", SMOKE, "--tasks", TASK, "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("planet-sac suite: error: gym:Pendulum-v1 has no action repeat") and "\n" not in err
+    assert main(["suite", "--config", SMOKE, "--tasks", TASK, "--out", out, "--action-repeat", f"{TASK}=2",
+                 "--set", "env.seed=1"]) == 2
+    assert "the suite sets" in capsys.readouterr().err
+    assert not os.path.exists(out)

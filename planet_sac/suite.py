@@ -344,7 +344,12 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
                               "--action-repeat)")
     repeats = action_repeats(tasks, explicit_repeats)
     for task in tasks:  # every run's config is checked before the first one starts
-        load_config(config_path, [*overrides, *RunSpec(task, seeds[0], repeats[task], out).overrides()])
+        config = load_config(config_path, [*overrides, *RunSpec(task, seeds[0], repeats[task], out).overrides()])
+        if config.data.seed_episodes < 1:
+            raise ConfigError("data.seed_episodes=0: the suite reads an episode's length from the seed episodes "
+                              "to convert --env-steps into updates; set it to 1 or more (PlaNet: 5)")
+        if not config.schedule.collect:
+            raise ConfigError("schedule.collect=false: the suite's runs collect their own episodes; set it to true")
     summaries = []
     for seed in seeds:
         for task in tasks:

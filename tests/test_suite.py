@@ -145,6 +145,10 @@ def test_bad_suite_arguments_fail_before_any_run(tmp_path):
         suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["data.batchsize=3"], explicit_repeats=REPEAT)
     with pytest.raises(ConfigError, match="must be >= 1"):
         suite.run_suite(SMOKE, [TASK], [0], 0, out, explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match="data.seed_episodes=0"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["data.seed_episodes=0"], explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match="schedule.collect=false"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["schedule.collect=false"], explicit_repeats=REPEAT)
     assert not os.path.exists(out)
 
 

@@ -54,7 +54,7 @@ def test_allowed_folders_and_pending_removals_pass(tmp_path, path):
 
 @pytest.mark.parametrize("path", ["bench/results/cheetah_pixels_v2/run/ckpt.data",  # a new run beside the old ones
                                   "bench/results/cheetah_pixels/metrics_big.jsonl",  # outside their run/ folders
-                                  "mydata/episode.npz", "tests/big_fixture.npz"])
+                                  "mydata/episode.npz", "data_old/episode.npz", "tests/big_fixture.npz"])
 def test_near_misses_of_the_allowed_paths_fail(tmp_path, path):
     result = _check(_repo(tmp_path, {path: 2 * MB + 1}))
     assert result.returncode == 1

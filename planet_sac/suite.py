@@ -242,22 +242,42 @@ def is_finished(spec: RunSpec, env_steps: int) -> bool:
 def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compare_episodes: int) -> dict[str, dict]:
     """{policy: returns and seconds}: the headline policy on `episodes` episodes, every other policy on `compare_episodes`.
 
-    Each policy meets the same episode starts (the environment's seed is the same for all).
+    One agent restored from the run's latest checkpoint acts with each policy in turn (switching the
+    policy does not retrace it), each in a new environment of the same seed, so every policy meets the
+    same episode starts (as `planet-sac evaluate` with one `--seed`).
     """
-    from planet_sac.acting.evaluation import evaluate
+    import numpy as np
 
+    from planet_sac.acting.actor import TEST, Actor
+    from planet_sac.agent import load_agent
+    from planet_sac.envs import make_env
+
+    config, agent, env, step = load_agent(logdir, (), seed)
     results = {}
     plan = [(headline, episodes)] + [(name, compare_episodes) for name in POLICIES if name != headline]
-    for policy, count in plan:
-        if count < 1:
-            continue
-        start = time.perf_counter()
-        result = evaluate(logdir, count, policy, seed=seed)
-        result["seconds"] = time.perf_counter() - start
-        result["episodes"] = count
-        results[policy] = result
-        log.info("%s: %s %.1f +- %.1f over %d episodes (%.0f s)", logdir, policy, result["mean"], result["std"],
-                 count, result["seconds"])
+    try:
+        for policy, count in plan:
+            if count < 1:
+                continue
+            if env is None:
+                env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
+                               config.env.image_size)
+            agent.policy.set_policies(test=policy)
+            start = time.perf_counter()
+            actor = Actor(env, agent.policy, TEST)
+            try:
+                returns = [summary["return"] for summary in actor.run(count)]
+            finally:
+                actor.close()  # closes the environment: the next policy starts from the same seed
+                env = None
+            results[policy] = {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
+                               "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns,
+                               "episodes": count, "seconds": time.perf_counter() - start, "step": step}
+            log.info("%s: %s %.1f +- %.1f over %d episodes (%.0f s)", logdir, policy, results[policy]["mean"],
+                     results[policy]["std"], count, results[policy]["seconds"])
+    finally:
+        if env is not None:
+            env.close()
     return results
 
 

@@ -1,4 +1,4 @@
-"""The `planet-sac` command line: train, collect, evaluate, export, bench, plot, variables, config-reference.
+"""The `planet-sac` command line: train, collect, evaluate, export, bench, suite, plot, variables, config-reference.
 
 `train`, `collect` and `evaluate` take `--set section.key=value` overrides (repeatable),
 checked against the config before anything is written. Errors in the user's input or
@@ -79,10 +79,35 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--policy", choices=["sac", "cem", "sac_guided_cem"], default="sac", help="the policy to export")
     export.add_argument("--out", metavar="DIR", help="new folder for the SavedModel (default: LOGDIR/export/POLICY)")
 
-    plot = commands.add_parser("plot", parents=[output], help="draw return and loss curves of one or more runs from metrics.jsonl")
-    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="runs to plot; several are drawn as mean and spread too")
+
+    suite = commands.add_parser("suite", parents=[output],
+                                help="train and evaluate every task x seed one after another; publish Dreamer-format score files")
+    suite.add_argument("--config", required=True, help="YAML config shared by every run (the suite sets task, action repeat, seed)")
+    suite.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
+                       help="env.task values (default: PlaNet's six dm_control tasks)")
+    suite.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED", help="default: 0 1 2")
+    suite.add_argument("--env-steps", type=int, default=100_000,
+                       help="environment steps per run, action repeat included, seed episodes included (default: 100000)")
+    suite.add_argument("--out", required=True, metavar="DIR", help="runs/, scores/ and results/ go here")
+    suite.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key for every run")
+    suite.add_argument("--action-repeat", action="append", default=[], metavar="TASK=N",
+                       help="action repeat of a task outside PlaNet's table (repeatable)")
+    suite.add_argument("--method", default="planet_sac", help="method name of the score records and file (default: planet_sac)")
+    suite.add_argument("--eval-episodes", type=int, default=10, help="final evaluation episodes of the headline policy (policy.test)")
+    suite.add_argument("--compare-episodes", type=int, default=5,
+                       help="final evaluation episodes of each other policy (random, cem, sac, sac_guided_cem); 0: none")
+
+    plot = commands.add_parser("plot", parents=[output],
+                               help="draw the curves of runs (metrics.jsonl) or of score files (one panel per task, with baselines)")
+    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR|SCORES.json.gz",
+                      help="runs to plot (several are drawn as mean and spread too), or score files of `planet-sac suite`")
     plot.add_argument("--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
-    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="moving average over N points (default: 1, none)")
+    plot.add_argument("--smooth", type=int, default=1, metavar="N", help="runs: moving average over N points (default: 1, none)")
+    plot.add_argument("--baselines", nargs="+", default=[], metavar="SCORES.json.gz",
+                      help="score files: other methods' score files drawn beside them, e.g. ../shared/baselines/dmc_vision-*.json.gz")
+    plot.add_argument("--bin", type=float, default=10_000, metavar="ENV_STEPS",
+                      help="score files: each seed's curve is averaged in bins of this many env steps (default: 10000)")
+    plot.add_argument("--budget", type=float, metavar="ENV_STEPS", help="score files: x axis end (default: the last x of ours)")
 
     variables = commands.add_parser("variables", parents=[output], help="list the variables (names and shapes) of a checkpoint")
     variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
@@ -141,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output(args)
     user_errors, out_of_memory = _user_errors(args.command)
     commands = {"train": _train, "collect": _collect, "evaluate": _evaluate, "plot": _plot, "variables": _variables,
-                "config-reference": _config_reference, "bench": _bench, "export": _export}
+                "config-reference": _config_reference, "bench": _bench, "export": _export, "suite": _suite}
     try:
         return commands[args.command](args)
     except user_errors as error:
@@ -302,6 +327,21 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _suite(args: argparse.Namespace) -> int:
+    from planet_sac.suite import PLANET_TASKS, run_suite
+
+    summaries = run_suite(args.config, args.tasks or list(PLANET_TASKS), args.seeds, args.env_steps, args.out,
+                          overrides=args.set, explicit_repeats=args.action_repeat, method=args.method,
+                          eval_episodes=args.eval_episodes, compare_episodes=args.compare_episodes,
+                          progress=not args.quiet)
+    for summary in summaries:
+        headline = summary.get("headline")
+        shown = f"{headline['mean']:.1f} +- {headline['std']:.1f}" if headline else ""
+        print(f"{summary['task']:<26} seed {summary['seed']:<3} {summary['status']:<8} {shown}")
+    print(f"scores in {args.out}/scores, results in {args.out}/results")
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from planet_sac.plotting import plot_runs
 
@@ -309,7 +349,27 @@ def _plot(args: argparse.Namespace) -> int:
         raise ConfigError(f"--smooth={args.smooth}: must be >= 1")
     if not args.out.endswith(".png"):
         raise ConfigError(f"--out {args.out}: the file name must end in .png")
+    scores = [path for path in args.logdirs if path.endswith(".json.gz")]
+    if scores:
+        return _plot_scores(args, scores)
+    if args.baselines:
+        raise ConfigError("--baselines go with score files (SCORES.json.gz), not with run directories")
     plot_runs(args.logdirs, args.out, smooth_window=args.smooth)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _plot_scores(args: argparse.Namespace, scores: list[str]) -> int:
+    import matplotlib.pyplot as plt
+
+    from planet_sac.plotting import plot_scores
+
+    if len(scores) != len(args.logdirs):
+        raise ConfigError("plot either run directories or score files (.json.gz), not both at once")
+    if args.budget is not None and not args.budget > 0:
+        raise ConfigError(f"--budget {args.budget:g}: must be > 0 env steps")
+    figure = plot_scores(scores, args.out, args.baselines, bin_size=args.bin, budget=args.budget)
+    plt.close(figure)
     print(f"wrote {args.out}")
     return 0
 

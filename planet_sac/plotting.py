@@ -1,10 +1,14 @@
-"""Learning curves of one or more runs from their `metrics.jsonl`, drawn with matplotlib (Agg).
+"""Learning curves of runs (their `metrics.jsonl`) and of score files, drawn with matplotlib (Agg).
 
 `read_curves` extracts the data (what the figure shows, and what tests check);
 `plot_runs` draws it: episode return against environment steps (training episodes and
 test phases, each run labelled, plus mean and standard deviation across runs when there
 are several; a test phase that evaluated several policies, `policy.compare`, draws one
 line per policy) and each world-model loss term against gradient updates.
+
+Score files (Dreamer's `scores/*.json.gz`, written by `planet-sac suite`) are drawn by
+`plot_scores`: one panel per task, each method's seeds binned as Dreamer's plotting scripts
+bin them, then mean and standard deviation over seeds, with baseline files beside ours.
 """
 
 from __future__ import annotations
@@ -190,3 +194,131 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
     figure.savefig(out, dpi=110)
     plt.close(figure)
     return runs
+
+
+# ----------------------------------------------------------------------------- score files (Dreamer's format)
+
+SCORE_KEYS = ("task", "method", "seed", "xs", "ys")
+
+
+def read_scores(path: str) -> list[dict]:
+    """The records of a Dreamer-format score file: a gzipped JSON list of {task, method, seed, xs, ys}.
+
+    [] when the file does not exist (a suite's first run creates it); anything else that is not
+    such a list is a one-line ConfigError.
+    """
+    import gzip
+
+    if not os.path.exists(path):
+        return []
+    try:
+        with gzip.open(path, "rt") as file:
+            records = json.load(file)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path} is not a gzipped JSON score file ({error.__class__.__name__})") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) and set(SCORE_KEYS) <= set(r) for r in records):
+        raise ConfigError(f"{path}: expected a list of records with {', '.join(SCORE_KEYS)} (Dreamer's score format)")
+    for record in records:
+        if len(record["xs"]) != len(record["ys"]):
+            raise ConfigError(f"{path}: the record of {record['task']} seed {record['seed']} has "
+                              f"{len(record['xs'])} xs but {len(record['ys'])} ys")
+    return records
+
+
+def binning(xs: Sequence[float], ys: Sequence[float], borders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of the ys whose x lies in each bin (start, stop] of `borders`, at the bin's right border; NaN if empty.
+
+    As Dreamer's plotting scripts bin every seed's curve before averaging seeds (`fill='nan'`).
+    """
+    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    values = np.full(len(borders) - 1, np.nan)
+    for index, (start, stop) in enumerate(zip(borders[:-1], borders[1:])):
+        inside = (xs > start) & (xs <= stop)
+        if inside.any():
+            values[index] = ys[inside].mean()
+    return np.asarray(borders[1:], np.float64), values
+
+
+def score_curves(records: Sequence[dict], bin_size: float, budget: float) -> dict[tuple[str, str], tuple]:
+    """{(task, method): (x, mean, std, seeds)}: each seed's curve binned to `bin_size` env steps up to `budget`,
+    then mean and standard deviation over the seeds that have a value in each bin (NaN where none has)."""
+    borders = np.arange(0.0, budget + bin_size * 1e-6, bin_size)
+    if borders[-1] < budget:
+        borders = np.append(borders, borders[-1] + bin_size)
+    grouped: dict[tuple[str, str], list[np.ndarray]] = {}
+    for record in records:
+        _, values = binning(record["xs"], record["ys"], borders)
+        grouped.setdefault((record["task"], str(record["method"])), []).append(values)
+    curves = {}
+    for key, rows in grouped.items():
+        stacked = np.stack(rows)
+        counts = np.isfinite(stacked).sum(0)
+        with np.errstate(invalid="ignore"):
+            total = np.where(np.isfinite(stacked), stacked, 0.0).sum(0)
+            mean = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+            spread = np.where(np.isfinite(stacked), (stacked - mean) ** 2, 0.0).sum(0)
+            std = np.where(counts > 0, np.sqrt(spread / np.maximum(counts, 1)), np.nan)
+        curves[key] = (borders[1:], mean, std, len(rows))
+    return curves
+
+
+def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] = (), bin_size: float = 10_000,
+                budget: float | None = None, columns: int = 3):
+    """One panel per task of `score_files`: every method's mean over seeds with ± 1 std, baselines beside ours.
+
+    Baseline files (the same format, e.g. danijar/dreamerv3's scores) are drawn for the tasks of
+    `score_files` only, up to `budget` env steps (default: the largest x of `score_files`).
+    Writes the PNG `out` and returns the matplotlib figure (the caller closes it).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = os.path.dirname(out)
+    if folder and not os.path.isdir(folder):
+        raise ConfigError(f"--out {out}: the folder {folder} does not exist")
+    if not bin_size > 0:
+        raise ConfigError(f"--bin {bin_size:g}: must be > 0 env steps")
+    ours = [record for path in score_files for record in _existing_scores(path)]
+    if not ours:
+        raise ConfigError(f"no records in {', '.join(score_files)}; let `planet-sac suite` finish a run first")
+    others = [record for path in baselines for record in _existing_scores(path)]
+    tasks = sorted({record["task"] for record in ours})
+    if budget is None:
+        budget = max((max(record["xs"]) for record in ours if record["xs"]), default=bin_size)
+    own_methods = sorted({str(record["method"]) for record in ours})
+    curves = score_curves(ours + [r for r in others if r["task"] in tasks], bin_size, budget)
+    methods = own_methods + sorted({method for _, method in curves} - set(own_methods))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    columns = max(1, min(columns, len(tasks)))
+    rows = -(-len(tasks) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    for axis in axes.flat[len(tasks):]:
+        axis.remove()
+    for axis, task in zip(axes.flat, tasks):
+        for index, method in enumerate(methods):
+            if (task, method) not in curves:
+                continue
+            x, mean, std, seeds = curves[(task, method)]
+            finite = np.isfinite(mean)
+            color = colors[index % len(colors)]
+            axis.plot(x[finite], mean[finite], color=color, linewidth=2.2 if method in own_methods else 1.4,
+                      label=f"{method} ({seeds} seed{'s' if seeds > 1 else ''})")
+            axis.fill_between(x[finite], (mean - std)[finite], (mean + std)[finite], color=color, alpha=0.15)
+        axis.set_title(task)
+        axis.set_xlim(0, budget)
+        axis.set_xlabel("environment steps (action repeat included)")
+        axis.set_ylabel("test return")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.suptitle(f"mean ± 1 std over seeds, each seed binned to {bin_size:g} env steps")
+    figure.tight_layout()
+    figure.savefig(out, dpi=110)
+    return figure
+
+
+def _existing_scores(path: str) -> list[dict]:
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path} does not exist (a score file is a .json.gz from `planet-sac suite` or a baseline)")
+    return read_scores(path)

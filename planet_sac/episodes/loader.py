@@ -12,6 +12,13 @@ Files that cannot be used are skipped with one warning each on the
 ``planet_sac`` logger; they stay on disk. A rejected file is read again only
 when its size or modification time changes, so a file caught half-written by a
 non-atomic writer (plain ``cp``) is loaded once it is complete.
+
+Sampling is a function of the seed and the episodes' contents only: episodes are drawn in
+an order set by a checksum of their actions and rewards, never by their file names (which
+hold a random uuid). With batches drawn on demand (``make_dataset(prefetch=0)``, as the
+trainer does) a seeded run therefore replays the same chunks every time. The one
+exception: with ``max_episodes``, which of two episodes saved within the same second is
+dropped first can differ between runs.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import math
 import os
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -103,6 +111,7 @@ class EpisodeReplay:
         self._rejected: dict[str, tuple[int, int] | None] = {}  # bad file -> (size, mtime) when it was read
         self._recent: dict[str, Episode] = {}
         self._cache: collections.OrderedDict[str, Episode] = collections.OrderedDict()  # oldest first
+        self._content: dict[str, int] = {}  # path -> checksum of its actions and rewards (_content_key)
         self.stats: dict = {
             "files_loaded": 0,
             "files_skipped": 0,  # bad files (see skipped_reasons)
@@ -162,8 +171,10 @@ class EpisodeReplay:
     def _next_pass(self) -> list[tuple[str, Episode, str]]:
         """Choose this pass's episodes, then merge recent into the cache and trim it."""
         with self._lock:
-            recent = list(self._recent.items())
-            cache = list(self._cache.items())
+            # Sampled in an order set by the episodes' contents, not by when or under which name they were saved,
+            # so that the same seed draws the same chunks from the same episodes (see _content_key).
+            recent = sorted(self._recent.items(), key=self._sampling_order)
+            cache = sorted(self._cache.items(), key=self._sampling_order)
             if cache:
                 num_recent = min(len(recent), math.ceil(self.every / 2))
             else:
@@ -176,12 +187,15 @@ class EpisodeReplay:
             self._cache.update(self._recent)  # recent episodes not chosen go straight to the cache
             self._recent = {}
             while self.max_episodes is not None and len(self._cache) > self.max_episodes:
-                self._cache.popitem(last=False)
+                self._content.pop(self._cache.popitem(last=False)[0], None)
                 self.stats["cache_dropped"] += 1
             self.stats["cache_episodes"] = len(self._cache)
             self.stats["cache_bytes"] = sum(_nbytes(episode) for episode in self._cache.values())
             self.stats["passes"] += 1
         return chosen
+
+    def _sampling_order(self, item: tuple[str, Episode]) -> tuple[int, str]:
+        return self._content[item[0]], os.path.basename(item[0])
 
     # ----------------------------------------------------------------- scan
 
@@ -201,10 +215,12 @@ class EpisodeReplay:
                 ignored, new = new[: -self.max_episodes], new[-self.max_episodes :]
                 self._seen.update(ignored)
                 self.stats["files_ignored"] += len(ignored)
-            for path in new:
-                episode = self._load(path)
-                if episode is not None:
-                    self._recent[path] = episode
+            loaded = [(path, episode) for path in new if (episode := self._load(path)) is not None]
+            for path, episode in loaded:
+                self._content[path] = _content_key(episode)
+            # The cache keeps arrival order (oldest dropped first); files of one second by content, not by uuid.
+            for path, episode in sorted(loaded, key=lambda item: (_second(item[0]), self._content[item[0]])):
+                self._recent[path] = episode
 
     def _forget_changed_rejects(self) -> None:
         """Rejected files whose size or modification time changed are read again at this scan."""
@@ -297,7 +313,9 @@ def make_dataset(
     """Batches of chunks, ``{key: [batch_size, chunk_length, ...]}``, plus the replay (for stats).
 
     Waits for the first usable episode (to learn shapes and dtypes) before
-    building the dataset.
+    building the dataset. With ``prefetch=0`` batches are drawn only when asked for: a
+    background thread drawing ahead would scan the directories at moments set by timing,
+    so which new episodes a batch contains (and a seeded run) would vary.
     """
     replay = EpisodeReplay(
         directory, chunk_length, every=every, max_episodes=max_episodes, keys=keys,
@@ -308,7 +326,13 @@ def make_dataset(
         key: tf.TensorSpec((chunk_length, *shapes[key]), tf.as_dtype(dtypes[key])) for key in replay.keys
     }
     dataset = tf.data.Dataset.from_generator(replay.__iter__, output_signature=signature)
-    dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(prefetch)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if prefetch:
+        dataset = dataset.prefetch(prefetch)
+    else:  # no batch is drawn ahead of the consumer, so which episodes it sees depends on the consumer only
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False
+        dataset = dataset.with_options(options)
     return dataset, replay
 
 
@@ -329,6 +353,21 @@ def pad_with_absorbing_state(episode: Episode, length: int) -> Episode:
             fill = np.repeat(value[-1:], missing, axis=0)
         padded[key] = np.concatenate([value, fill])
     return padded
+
+
+def _content_key(episode: Episode) -> int:
+    """A checksum of an episode's actions and rewards (of all its arrays if it has neither).
+
+    File names (`{UTC second}-{uuid4}-{length}.npz`) carry a random uuid and the time of saving;
+    ordering episodes by them would make two runs of the same seed sample different chunks.
+    """
+    keys = [key for key in ("action", "reward") if key in episode] or sorted(episode)
+    return zlib.crc32(b"".join(np.ascontiguousarray(episode[key]).tobytes() for key in keys))
+
+
+def _second(path: str) -> str:
+    """The UTC second in an episode file's name (its arrival order at one-second resolution)."""
+    return os.path.basename(path).split("-", 1)[0]
 
 
 def _signature(path: str) -> tuple[int, int] | None:

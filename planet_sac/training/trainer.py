@@ -96,6 +96,8 @@ class Trainer:
                  exclude: Sequence[str] = ()):
         self.config = config
         self.logdir = logdir.rstrip("/")
+        # With every random stream seeded by config.seed / env.seed, this makes a run repeatable on one machine.
+        tf.config.experimental.enable_op_determinism()
         saved_path = f"{self.logdir}/config.yaml"
         if tf.io.gfile.exists(saved_path) and not force:
             changed = diff(read_config_file(saved_path), config)
@@ -333,7 +335,8 @@ class Trainer:
                                        every=self.config.data.every, max_episodes=self.config.data.max_episodes,
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
-                                       seed=self.config.seed + int(self.counters.step.numpy()))
+                                       seed=self.config.seed + int(self.counters.step.numpy()),
+                                       prefetch=0)  # deterministic: batches are drawn when needed, not ahead
         batches = iter(dataset)
         step = int(self.counters.step.numpy())
         last: dict = {}

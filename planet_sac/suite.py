@@ -1,0 +1,384 @@
+"""`planet-sac suite`: every task x seed of a benchmark, one run after another, published as Dreamer's score files.
+
+Everything lives under one output folder `OUT`:
+
+    OUT/runs/<task>/seed<k>/                     the run directories (checkpoints, episodes, events: never committed)
+    OUT/scores/<benchmark>-<method>.json.gz      Dreamer's records, one per finished task x seed
+    OUT/results/<task>/seed<k>/result.json       final evaluation and wall-clock split of the run
+    OUT/results/<task>/seed<k>/metrics.jsonl     copies of the run's metrics and config (small, committed
+    OUT/results/<task>/seed<k>/config.yaml       with the scores; the run directory is not)
+
+A run is *finished* when its `result.json` exists (written last, after its score record):
+finished runs are skipped, so the command can be repeated after any interruption. An
+unfinished run whose directory survived is resumed by the trainer from its latest
+checkpoint; one whose directory is gone (a new machine) starts again from scratch.
+
+The score records follow danijar/dreamerv3's `scores/*.json.gz`: a gzipped JSON list of
+`{"task": "dmc_cartpole_swingup", "method": "planet_sac", "seed": 0, "xs": [env steps], "ys": [returns]}`,
+where xs are environment (simulator) steps, action repeat included, and ys the test-phase
+returns of the headline policy (`policy.test` of the config) read from the run's metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from typing import Callable, Mapping, Sequence
+
+from planet_sac.config import POLICIES, Config, ConfigError
+from planet_sac.plotting import read_scores
+
+log = logging.getLogger("planet_sac")
+
+ACTION_REPEAT = {
+    "dmc:cartpole-swingup": 8,
+    "dmc:reacher-easy": 4,
+    "dmc:cheetah-run": 4,
+    "dmc:finger-spin": 2,
+    "dmc:ball_in_cup-catch": 4,
+    "dmc:walker-walk": 2,
+}
+"""PlaNet's action repeat of its six DeepMind Control tasks (Hafner et al. 2019, table of hyper parameters); the
+only setting a suite changes per task. Any other task needs `--action-repeat TASK=N`."""
+PLANET_TASKS = tuple(ACTION_REPEAT)
+METHOD = "planet_sac"
+SUITE_KEYS = ("env.task", "env.action_repeat", "env.seed", "seed")
+"""Config keys the suite sets for each run (task, its action repeat, the seed); `--set` may not change them."""
+EVAL_SEED_OFFSET = 50_000
+"""The final evaluation's environment seed is the run's seed + this: episodes no training or test phase saw."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One task x seed of a suite and where its files go."""
+
+    task: str  # env.task, e.g. dmc:cartpole-swingup
+    seed: int
+    action_repeat: int
+    out: str
+
+    @property
+    def score_task(self) -> str:
+        return score_task(self.task)
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.join(self.out, "runs", self.score_task, f"seed{self.seed}")
+
+    @property
+    def results_dir(self) -> str:
+        return os.path.join(self.out, "results", self.score_task, f"seed{self.seed}")
+
+    @property
+    def result_path(self) -> str:
+        return os.path.join(self.results_dir, "result.json")
+
+    def overrides(self) -> list[str]:
+        return [f"env.task={self.task}", f"env.action_repeat={self.action_repeat}", f"seed={self.seed}",
+                f"env.seed={self.seed}"]
+
+
+def score_task(task: str) -> str:
+    """Dreamer's task name: `dmc:ball_in_cup-catch` -> `dmc_ball_in_cup_catch`; `gym:Pendulum-v1` -> `gym_Pendulum-v1`."""
+    source, _, name = task.partition(":")
+    return f"dmc_{name.replace('-', '_')}" if source == "dmc" else f"{source}_{name}"
+
+
+def benchmark_name(task: str, obs: str) -> str:
+    """The score file's prefix, as Dreamer's: `dmc_vision` (dm_control from pixels), `dmc_proprio` (from states), ..."""
+    return f"{task.partition(':')[0]}_{'vision' if obs == 'image' else 'proprio'}"
+
+
+def scores_path(out: str, task: str, obs: str, method: str = METHOD) -> str:
+    return os.path.join(out, "scores", f"{benchmark_name(task, obs)}-{method}.json.gz")
+
+
+def action_repeats(tasks: Sequence[str], explicit: Sequence[str] = ()) -> dict[str, int]:
+    """{task: action repeat}: PlaNet's table, overridden by `TASK=N` strings; a task in neither is an error."""
+    given: dict[str, int] = {}
+    for item in explicit:
+        task, sep, value = item.rpartition("=")
+        if not sep or not task or not value.isdigit() or int(value) < 1:
+            raise ConfigError(f"--action-repeat {item!r}: expected TASK=N with N >= 1, e.g. gym:Pendulum-v1=2")
+        given[task] = int(value)
+    unknown = sorted(set(given) - set(tasks))
+    if unknown:
+        raise ConfigError(f"--action-repeat names {', '.join(unknown)}, which is not in --tasks")
+    repeats = {}
+    for task in tasks:
+        if task not in given and task not in ACTION_REPEAT:
+            raise ConfigError(f"{task} has no action repeat in PlaNet's table ({', '.join(PLANET_TASKS)}); "
+                              f"give one with --action-repeat {task}=N")
+        repeats[task] = given.get(task, ACTION_REPEAT.get(task, 0))
+    return repeats
+
+
+def train_steps_for(config: Config, env_steps: int, seed_episodes: int, seed_agent_steps: int) -> int:
+    """Updates after which a run has collected at least `env_steps` environment steps.
+
+    The trainer counts environment steps as agent steps x action repeat (PlaNet's and Dreamer's
+    x axis), seed episodes included, and collects `env.num_envs` episodes every
+    `schedule.collect_every * env.num_envs` updates. Episodes are assumed as long as the
+    seed episodes (dm_control's are all 1000 simulator steps); `run_suite` trains on where
+    shorter episodes (terminations) leave the run short.
+    """
+    repeat, envs = config.env.action_repeat, config.env.num_envs
+    episode_env_steps = max(1, round(seed_agent_steps / max(seed_episodes, 1))) * repeat
+    missing = max(0, env_steps - seed_agent_steps * repeat)
+    rounds = math.ceil(math.ceil(missing / episode_env_steps) / envs)
+    return rounds * config.schedule.collect_every * envs
+
+
+def read_curve(metrics_path: str, policy: str) -> tuple[list[int], list[float]]:
+    """(env steps, returns) of the test phases in a metrics.jsonl: `test/return/<policy>`, else `test/return`.
+
+    Incomplete lines are skipped; a test phase logged twice at the same env steps keeps its last value.
+    """
+    points: dict[int, float] = {}
+    with open(metrics_path) as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("phase") != "test" or "env_steps" not in record:
+                continue
+            value = record.get(f"test/return/{policy}", record.get("test/return"))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                points[int(record["env_steps"])] = float(value)
+    xs = sorted(points)
+    return xs, [points[x] for x in xs]
+
+
+def wall_clock(metrics_path: str) -> dict[str, float]:
+    """Where a run's time went, summed from the trainer's `time/*` metrics in metrics.jsonl (seconds).
+
+    updates: each training record's mean update time x the updates since the previous one (batch waits
+    included); acting: training episodes, the SAC head's catch-up before them included; test_phases:
+    the test phases (held-out loss, episodes, compared policies); span: first to last record.
+    """
+    updates = acting = tests = 0.0
+    previous_step, first, last = 0, None, None
+    with open(metrics_path) as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            stamp = record.get("time")
+            if isinstance(stamp, (int, float)):
+                first = stamp if first is None else first
+                last = stamp
+            if "time/update_seconds" in record:
+                updates += (record["step"] - previous_step) * (record["time/update_seconds"] or 0.0)
+                previous_step = record["step"]
+            acting += record.get("time/collect_seconds") or 0.0
+            tests += record.get("time/test_seconds") or 0.0
+    return {"updates": updates, "acting": acting, "test_phases": tests,
+            "span": (last - first) if first is not None else 0.0}
+
+
+def add_score(path: str, record: Mapping) -> list[dict]:
+    """Adds `record` to the score file at `path`, replacing the record of the same task, method and seed.
+
+    Written to a temporary file and renamed, so a kill never leaves half a score file; the same records
+    always give the same bytes (no time stamp in the gzip header), so git sees only real changes.
+    """
+    key = (record["task"], record["method"], record["seed"])
+    records = [r for r in read_scores(path) if (r["task"], r.get("method"), r.get("seed")) != key]
+    records.append(dict(record))
+    records.sort(key=lambda r: (r["task"], str(r.get("method")), r.get("seed", 0)))
+    _write_atomic(path, lambda file: file.write(gzip.compress(json.dumps(records).encode(), mtime=0)), binary=True)
+    return records
+
+
+def _write_atomic(path: str, write: Callable, binary: bool = False) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temp = f"{path}.tmp"
+    with open(temp, "wb" if binary else "w") as file:
+        write(file)
+    os.replace(temp, path)
+
+
+def render_seconds_per_frame(config: Config, frames: int = 30) -> float:
+    """Seconds one image observation costs to render: `frames` random steps of the task from pixels minus the
+    same steps from states, per step (the trainer cannot time rendering: it happens inside the environment)."""
+    import numpy as np
+
+    from planet_sac.envs import make_env
+
+    seconds = {}
+    for obs in ("image", "state"):
+        env = make_env(config.env.task, obs, config.env.action_repeat, None, config.env.seed, config.env.image_size)
+        try:
+            env.reset()
+            actions = np.random.default_rng(0).uniform(-1, 1, (frames, *env.action_space.shape)).astype(np.float32)
+            start = time.perf_counter()
+            for action in actions:
+                _, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    env.reset()
+            seconds[obs] = time.perf_counter() - start
+        finally:
+            env.close()
+    return max(seconds["image"] - seconds["state"], 0.0) / frames
+
+
+def is_finished(spec: RunSpec, env_steps: int) -> bool:
+    """True when the run's result.json says it reached at least `env_steps` (an unreadable one does not count)."""
+    try:
+        with open(spec.result_path) as file:
+            return int(json.load(file).get("env_steps_target", 0)) >= env_steps
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+
+
+def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compare_episodes: int) -> dict[str, dict]:
+    """{policy: returns and seconds}: the headline policy on `episodes` episodes, every other policy on `compare_episodes`.
+
+    One agent restored from the run's latest checkpoint acts with each policy in turn (switching the
+    policy does not retrace it), each in a new environment of the same seed, so every policy meets the
+    same episode starts (as `planet-sac evaluate` with one `--seed`).
+    """
+    import numpy as np
+
+    from planet_sac.acting.actor import TEST, Actor
+    from planet_sac.agent import load_agent
+    from planet_sac.envs import make_env
+
+    config, agent, env, step = load_agent(logdir, (), seed)
+    results = {}
+    plan = [(headline, episodes)] + [(name, compare_episodes) for name in POLICIES if name != headline]
+    try:
+        for policy, count in plan:
+            if count < 1:
+                continue
+            if env is None:
+                env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
+                               config.env.image_size)
+            agent.policy.set_policies(test=policy)
+            start = time.perf_counter()
+            actor = Actor(env, agent.policy, TEST)
+            try:
+                returns = [summary["return"] for summary in actor.run(count)]
+            finally:
+                actor.close()  # closes the environment: the next policy starts from the same seed
+                env = None
+            results[policy] = {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
+                               "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns,
+                               "episodes": count, "seconds": time.perf_counter() - start, "step": step}
+            log.info("%s: %s %.1f +- %.1f over %d episodes (%.0f s)", logdir, policy, results[policy]["mean"],
+                     results[policy]["std"], count, results[policy]["seconds"])
+    finally:
+        if env is not None:
+            env.close()
+    return results
+
+
+def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence[str] = (), method: str = METHOD,
+            eval_episodes: int = 10, compare_episodes: int = 5, progress: bool = True) -> dict:
+    """Trains (or resumes) one run to `env_steps`, evaluates it, and publishes its record and result.json."""
+    from planet_sac.training.run_dir import episode_stats, resolve_run_config
+    from planet_sac.training.trainer import Trainer
+
+    started = time.perf_counter()
+    existed = os.path.isdir(spec.run_dir)
+    config = resolve_run_config(spec.run_dir, config_path, [*overrides, *spec.overrides()])
+    trainer = Trainer(config, spec.run_dir, progress=progress)
+    try:
+        log.info("%s seed %d: %s (%s)", spec.task, spec.seed, trainer.start_message,
+                 "run directory found" if existed else "new run directory")
+        trainer.collect_seed_episodes()
+        episodes, agent_steps = episode_stats(trainer.train_dir)
+        seeds = min(episodes, config.data.seed_episodes)
+        train_steps = train_steps_for(config, env_steps, seeds, round(agent_steps * seeds / max(episodes, 1)))
+        while True:
+            trainer.run(train_steps)
+            if int(trainer.counters.step.numpy()) < train_steps:  # SIGINT/SIGTERM: checkpointed, the next call resumes
+                raise KeyboardInterrupt
+            if int(trainer.counters.env_steps.numpy()) >= env_steps:
+                break
+            train_steps += config.schedule.collect_every * config.env.num_envs  # episodes ended early (terminations)
+        reached, step = int(trainer.counters.env_steps.numpy()), int(trainer.counters.step.numpy())
+        train_seconds = time.perf_counter() - started
+    finally:
+        trainer.close()
+
+    start = time.perf_counter()
+    evaluation = final_evaluation(spec.run_dir, config.policy.test, spec.seed + EVAL_SEED_OFFSET, eval_episodes,
+                                  compare_episodes)
+    evaluation_seconds = time.perf_counter() - start
+    metrics = os.path.join(spec.run_dir, "metrics.jsonl")
+    xs, ys = read_curve(metrics, config.policy.test)
+    record = {"task": spec.score_task, "method": method, "seed": spec.seed, "xs": xs, "ys": ys}
+    add_score(scores_path(spec.out, spec.task, config.env.obs, method), record)
+    os.makedirs(spec.results_dir, exist_ok=True)
+    shutil.copyfile(metrics, os.path.join(spec.results_dir, "metrics.jsonl"))
+    shutil.copyfile(os.path.join(spec.run_dir, "config.yaml"), os.path.join(spec.results_dir, "config.yaml"))
+    clock = wall_clock(metrics)
+    clock.update({"evaluation": evaluation_seconds, "this_call_training": train_seconds})
+    if config.env.obs == "image":  # an estimate: the time of one frame now x the frames of the saved episodes
+        from planet_sac.training.run_dir import episode_stats
+
+        per_frame = render_seconds_per_frame(config)
+        frames = sum(episode_stats(os.path.join(spec.run_dir, folder))[1] for folder in ("train_episodes", "test_episodes"))
+        clock.update({"rendering_per_frame": per_frame, "rendering_estimate": per_frame * frames})
+    result = {
+        "task": spec.task, "score_task": spec.score_task, "method": method, "seed": spec.seed,
+        "action_repeat": spec.action_repeat, "obs": config.env.obs, "config": config_path,
+        "overrides": list(overrides), "env_steps_target": env_steps, "env_steps": reached, "train_steps": step,
+        "headline_policy": config.policy.test,
+        "headline": {key: evaluation[config.policy.test][key] for key in ("mean", "std", "episodes")}
+        if config.policy.test in evaluation else None,
+        "evaluation": evaluation, "seconds": clock,
+    }
+    _write_atomic(spec.result_path, lambda file: json.dump(result, file, indent=2))  # last: marks the run finished
+    return result
+
+
+def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_steps: int, out: str,
+              overrides: Sequence[str] = (), explicit_repeats: Sequence[str] = (), method: str = METHOD,
+              eval_episodes: int = 10, compare_episodes: int = 5, progress: bool = True) -> list[dict]:
+    """Runs every seed x task (seed 0 of every task first), skipping finished runs; returns one summary per run."""
+    from planet_sac.config import load_config
+
+    if env_steps < 1:
+        raise ConfigError(f"--env-steps={env_steps}: must be >= 1")
+    if not tasks or not seeds:
+        raise ConfigError("--tasks and --seeds need at least one value each")
+    if len(set(tasks)) != len(tasks) or len(set(seeds)) != len(seeds):
+        raise ConfigError("--tasks and --seeds must not repeat a value")
+    if any(seed < 0 for seed in seeds):
+        raise ConfigError(f"--seeds {' '.join(map(str, seeds))}: seeds must be >= 0")
+    if eval_episodes < 1 or compare_episodes < 0:
+        raise ConfigError("--eval-episodes must be >= 1 and --compare-episodes >= 0")
+    for item in overrides:
+        if item.split("=", 1)[0].strip() in SUITE_KEYS:
+            raise ConfigError(f"--set {item}: the suite sets {', '.join(SUITE_KEYS)} per run (use --tasks, --seeds, "
+                              "--action-repeat)")
+    repeats = action_repeats(tasks, explicit_repeats)
+    for task in tasks:  # every run's config is checked before the first one starts
+        config = load_config(config_path, [*overrides, *RunSpec(task, seeds[0], repeats[task], out).overrides()])
+        if config.data.seed_episodes < 1:
+            raise ConfigError("data.seed_episodes=0: the suite reads an episode's length from the seed episodes "
+                              "to convert --env-steps into updates; set it to 1 or more (PlaNet: 5)")
+        if not config.schedule.collect:
+            raise ConfigError("schedule.collect=false: the suite's runs collect their own episodes; set it to true")
+    summaries = []
+    for seed in seeds:
+        for task in tasks:
+            spec = RunSpec(task, seed, repeats[task], out)
+            if is_finished(spec, env_steps):
+                log.info("%s seed %d: finished (%s), skipped", task, seed, spec.result_path)
+                summaries.append({"task": task, "seed": seed, "status": "skipped"})
+                continue
+            status = "resumed" if os.path.isdir(spec.run_dir) else "started"
+            result = run_one(spec, config_path, env_steps, overrides, method, eval_episodes, compare_episodes, progress)
+            summaries.append({"task": task, "seed": seed, "status": status, "headline": result["headline"]})
+    return summaries

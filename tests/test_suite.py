@@ -1,0 +1,269 @@
+"""`planet-sac suite`: Dreamer-format score records, skip-finished, resume-stopped, restart-when-gone.
+
+Expected values are computed here from the runs' own metrics.jsonl with plain json, or by hand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from planet_sac import suite
+from planet_sac.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+TASK = "gym:Pendulum-v1"
+REPEAT = [f"{TASK}=2"]  # not in PlaNet's table: the suite needs it explicitly
+
+
+def _records(path) -> list[dict]:
+    with gzip.open(path, "rt") as file:
+        return json.load(file)
+
+
+def _test_points(metrics: Path, policy: str) -> tuple[list[int], list[float]]:
+    """The test phases of a metrics.jsonl, read independently of planet_sac.suite."""
+    xs, ys = [], []
+    for line in metrics.read_text().splitlines():
+        record = json.loads(line)
+        if record["phase"] == "test":
+            xs.append(record["env_steps"])
+            ys.append(record[f"test/return/{policy}"])
+    return xs, ys
+
+
+# ----------------------------------------------------------------------------- pieces, by hand
+
+
+def test_task_and_file_names_follow_dreamer():
+    assert suite.score_task("dmc:ball_in_cup-catch") == "dmc_ball_in_cup_catch"
+    assert suite.score_task("dmc:cartpole-swingup") == "dmc_cartpole_swingup"
+    assert suite.score_task("gym:Pendulum-v1") == "gym_Pendulum-v1"
+    assert suite.scores_path("OUT", "dmc:cheetah-run", "image") == os.path.join("OUT", "scores", "dmc_vision-planet_sac.json.gz")
+    assert suite.scores_path("OUT", "dmc:cheetah-run", "state", "x") == os.path.join("OUT", "scores", "dmc_proprio-x.json.gz")
+
+
+def test_action_repeat_table_and_explicit_values():
+    assert suite.action_repeats(list(suite.PLANET_TASKS)) == {
+        "dmc:cartpole-swingup": 8, "dmc:reacher-easy": 4, "dmc:cheetah-run": 4, "dmc:finger-spin": 2,
+        "dmc:ball_in_cup-catch": 4, "dmc:walker-walk": 2}
+    assert suite.action_repeats(["dmc:cheetah-run", TASK], [f"{TASK}=3", "dmc:cheetah-run=2"]) == {
+        "dmc:cheetah-run": 2, TASK: 3}
+    with pytest.raises(ConfigError, match=r"gym:Pendulum-v1 has no action repeat.*--action-repeat gym:Pendulum-v1=N"):
+        suite.action_repeats([TASK])
+    for bad in ([f"{TASK}=0"], [f"{TASK}=x"], ["2"]):
+        with pytest.raises(ConfigError, match="expected TASK=N"):
+            suite.action_repeats([TASK], bad)
+    with pytest.raises(ConfigError, match="not in --tasks"):
+        suite.action_repeats([TASK], [f"{TASK}=2", "dmc:hopper-hop=4"])
+
+
+def test_train_steps_count_environment_steps_with_action_repeat():
+    # cheetah-run at action repeat 4: 250 agent steps = 1000 env steps an episode; 5 seed episodes = 5000 env steps;
+    # 100k env steps need 95 more episodes, one every 50 updates: 4750 updates (PlaNet's 100k runs of this project).
+    config = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml")
+    assert suite.train_steps_for(config, 100_000, seed_episodes=5, seed_agent_steps=5 * 250) == 95 * 50
+    # A partial episode's worth rounds up: 100,001 env steps need a 96th episode.
+    assert suite.train_steps_for(config, 100_001, 5, 1250) == 96 * 50
+    # Two environments: episodes come in pairs, every 2 x 50 updates; 95 episodes -> 48 pairs.
+    two = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.num_envs=2"])
+    assert suite.train_steps_for(two, 100_000, 5, 1250) == 48 * 100
+    # Action repeat 8 (cartpole): 125 agent steps an episode, still 1000 env steps.
+    eight = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.action_repeat=8"])
+    assert suite.train_steps_for(eight, 100_000, 5, 5 * 125) == 95 * 50
+    assert suite.train_steps_for(config, 3000, 5, 1250) == 0  # the seed episodes already reach it
+
+
+def test_read_curve_takes_test_phases_of_the_headline_policy(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    lines = [
+        {"step": 5, "phase": "train", "env_steps": 200, "train/return": -1.0},
+        {"step": 10, "phase": "test", "env_steps": 300, "test/return": 1.0, "test/return/sac": 2.0, "test/return/cem": 1.0},
+        {"step": 20, "phase": "test", "env_steps": 400, "test/return": 3.0},  # no per-policy key: test/return
+        {"step": 20, "phase": "test", "env_steps": 400, "test/return": 4.0, "test/return/sac": 5.0},  # repeated: last wins
+    ]
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"step": 30, "phase": "te')
+    assert suite.read_curve(str(metrics), "sac") == ([300, 400], [2.0, 5.0])
+    assert suite.read_curve(str(metrics), "cem") == ([300, 400], [1.0, 4.0])
+
+
+def test_wall_clock_sums_the_trainers_time_metrics(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    lines = [
+        {"step": 5, "phase": "train", "time/update_seconds": 0.5, "time/collect_seconds": 0.0, "time": 100.0},
+        {"step": 10, "phase": "train", "time/update_seconds": 0.25, "time/collect_seconds": 3.0, "time": 110.0},
+        {"step": 10, "phase": "train", "model/open_loop_mse": 1.0, "time": 111.0},  # no timing: not a window
+        {"step": 10, "phase": "test", "time/test_seconds": 7.0, "time": 120.0},
+        {"step": 12, "phase": "train", "time/update_seconds": 1.0, "time/collect_seconds": 0.0, "time": 130.5},
+    ]
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    clock = suite.wall_clock(str(metrics))
+    assert clock == {"updates": 5 * 0.5 + 5 * 0.25 + 2 * 1.0, "acting": 3.0, "test_phases": 7.0, "span": 30.5}
+
+
+def test_add_score_replaces_the_same_task_and_seed(tmp_path):
+    path = str(tmp_path / "scores" / "dmc_vision-planet_sac.json.gz")
+    first = {"task": "dmc_cheetah_run", "method": "planet_sac", "seed": 1, "xs": [1000], "ys": [1.5]}
+    other = {"task": "dmc_cartpole_swingup", "method": "planet_sac", "seed": 0, "xs": [1000], "ys": [2.5]}
+    again = {"task": "dmc_cheetah_run", "method": "planet_sac", "seed": 1, "xs": [1000, 2000], "ys": [1.5, 9.0]}
+    suite.add_score(path, first)
+    suite.add_score(path, other)
+    suite.add_score(path, again)
+    assert _records(path) == [other, again]
+    assert not os.path.exists(path + ".tmp")
+
+
+def test_a_broken_score_file_is_a_one_line_error(tmp_path):
+    path = tmp_path / "x.json.gz"
+    path.write_bytes(b"not gzip")
+    with pytest.raises(ConfigError, match="is not a gzipped JSON score file"):
+        suite.add_score(str(path), {"task": "t", "method": "m", "seed": 0, "xs": [], "ys": []})
+    broken = gzip.compress(b'{"task": 1}')
+    path.write_bytes(broken)
+    with pytest.raises(ConfigError, match="Dreamer's score format"):
+        suite.add_score(str(path), {"task": "t", "method": "m", "seed": 0, "xs": [], "ys": []})
+    assert path.read_bytes() == broken  # never overwritten
+
+
+def test_bad_suite_arguments_fail_before_any_run(tmp_path):
+    out = str(tmp_path / "out")
+    with pytest.raises(ConfigError, match="has no action repeat"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out)
+    with pytest.raises(ConfigError, match="the suite sets"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["seed=3"], explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match="unknown config key"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["data.batchsize=3"], explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match="must be >= 1"):
+        suite.run_suite(SMOKE, [TASK], [0], 0, out, explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match="data.seed_episodes=0"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["data.seed_episodes=0"], explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match="schedule.collect=false"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["schedule.collect=false"], explicit_repeats=REPEAT)
+    assert not os.path.exists(out)
+
+
+# ----------------------------------------------------------------------------- a tiny suite
+
+
+def test_tiny_suite_records_skips_finished_and_restarts_a_vanished_run(tmp_path):
+    out = tmp_path / "out"
+    # 2 seed episodes of 50 agent steps x 2 = 200 env steps, then an episode every 10 updates: 400 env steps
+    # after 20 updates, with test phases (schedule.train_phase_steps 10) at 300 and 400 env steps.
+    summaries = suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT,
+                                eval_episodes=2, compare_episodes=1, progress=False)
+    assert [(s["seed"], s["status"]) for s in summaries] == [(0, "started"), (1, "started")]
+    scores = out / "scores" / "gym_proprio-planet_sac.json.gz"
+    expected = []
+    for seed in (0, 1):
+        metrics = out / "runs" / "gym_Pendulum-v1" / f"seed{seed}" / "metrics.jsonl"
+        xs, ys = _test_points(metrics, "cem")  # smoke.yaml's policy.test
+        assert xs == [300, 400]
+        expected.append({"task": "gym_Pendulum-v1", "method": "planet_sac", "seed": seed, "xs": xs, "ys": ys})
+        results = out / "results" / "gym_Pendulum-v1" / f"seed{seed}"
+        assert (results / "metrics.jsonl").read_text() == metrics.read_text()
+        assert load_config(results / "config.yaml").seed == seed
+        assert load_config(results / "config.yaml").env.seed == seed
+        result = json.loads((results / "result.json").read_text())
+        assert (result["env_steps"], result["train_steps"], result["headline_policy"]) == (400, 20, "cem")
+        assert {name: value["episodes"] for name, value in result["evaluation"].items()} == {
+            "cem": 2, "random": 1, "sac": 1, "sac_guided_cem": 1}
+        cem = result["evaluation"]["cem"]
+        assert len(cem["returns"]) == 2 and result["headline"]["mean"] == pytest.approx(sum(cem["returns"]) / 2)
+        assert all(value["seconds"] > 0 for value in result["evaluation"].values())
+        assert set(result["seconds"]) >= {"updates", "acting", "test_phases", "evaluation", "span"}
+        assert result["seconds"]["updates"] > 0 and result["seconds"]["test_phases"] > 0
+    assert _records(scores) == expected
+    # The two seeds are different runs.
+    assert expected[0]["ys"] != expected[1]["ys"]
+
+    # Finished runs are skipped: nothing is trained, evaluated or rewritten.
+    before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
+    summaries = suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT,
+                                eval_episodes=2, compare_episodes=1, progress=False)
+    assert [s["status"] for s in summaries] == ["skipped", "skipped"]
+    assert {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()} == before
+
+    # A run whose directory is gone and that never finished (a new machine) starts again from scratch.
+    shutil.rmtree(out / "runs" / "gym_Pendulum-v1" / "seed1")
+    (out / "results" / "gym_Pendulum-v1" / "seed1" / "result.json").unlink()
+    summaries = suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT,
+                                eval_episodes=1, compare_episodes=0, progress=False)
+    assert [s["status"] for s in summaries] == ["skipped", "started"]
+    metrics = out / "runs" / "gym_Pendulum-v1" / "seed1" / "metrics.jsonl"
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+    assert steps[0] <= 10 and steps == sorted(steps)  # one run from step 0, not a continuation
+    records = _records(scores)
+    assert [(r["task"], r["seed"]) for r in records] == [("gym_Pendulum-v1", 0), ("gym_Pendulum-v1", 1)]  # replaced
+    assert records[0] == expected[0]
+    assert records[1]["xs"] == [300, 400] and records[1]["ys"] == _test_points(metrics, "cem")[1]
+    result = json.loads((out / "results" / "gym_Pendulum-v1" / "seed1" / "result.json").read_text())
+    assert set(result["evaluation"]) == {"cem"}
+
+
+def test_a_killed_run_is_resumed_from_its_checkpoint(tmp_path):
+    out = tmp_path / "out"
+    run = out / "runs" / "gym_Pendulum-v1" / "seed0"
+    # 2 seed episodes + 6 collected = 800 env steps after 60 updates: time to kill it after its first checkpoint.
+    command = [sys.executable, "-m", "planet_sac", "suite", "--config", SMOKE, "--tasks", TASK, "--seeds", "0",
+               "--env-steps", "800", "--out", str(out), "--action-repeat", REPEAT[0], "--eval-episodes", "1",
+               "--compare-episodes", "0", "--quiet"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "checkpoints" / "ckpt-10.index").exists():
+            assert process.poll() is None, process.communicate()[0]
+            assert time.monotonic() < deadline, "no checkpoint at step 10 within 240 s"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)  # no chance to checkpoint or clean up
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    killed_at = time.time()
+    checkpoints = sorted(int(path.name[5:-6]) for path in (run / "checkpoints").glob("ckpt-*.index"))
+    assert checkpoints[-1] < 60, "the run finished before it was killed"
+    assert not (out / "results" / "gym_Pendulum-v1" / "seed0" / "result.json").exists()
+
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 800, str(out), explicit_repeats=REPEAT, eval_episodes=1,
+                                compare_episodes=0, progress=False)
+    assert summaries[0]["status"] == "resumed"
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.endswith("}")]
+    after = [record for record in records if record["time"] > killed_at]
+    # The second session continued from the checkpoint: no update up to it was repeated (only the test phase
+    # at the checkpoint's step, which the kill interrupted, ran then).
+    assert after and min(record["step"] for record in after if record["phase"] == "train") > checkpoints[-1]
+    assert all(record["step"] >= checkpoints[-1] for record in after)
+    assert any(record["time"] < killed_at for record in records)
+    result = json.loads((out / "results" / "gym_Pendulum-v1" / "seed0" / "result.json").read_text())
+    assert result["train_steps"] == 60 and result["env_steps"] >= 800
+    (record,) = _records(out / "scores" / "gym_proprio-planet_sac.json.gz")
+    assert record["xs"] == [x for x in range(300, 900, 100)]  # a test phase every 10 updates = every episode
+
+
+def test_rendering_cost_of_an_image_task_is_measured():
+    config = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.task=dmc:cartpole-swingup"])
+    per_frame = suite.render_seconds_per_frame(config, frames=3)
+    assert 0 < per_frame < 10
+
+
+def test_cli_suite_errors_are_one_line(tmp_path, capsys):
+    from planet_sac.cli import main
+
+    out = str(tmp_path / "out")
+    assert main(["suite", "--config", SMOKE, "--tasks", TASK, "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("planet-sac suite: error: gym:Pendulum-v1 has no action repeat") and "\n" not in err
+    assert main(["suite", "--config", SMOKE, "--tasks", TASK, "--out", out, "--action-repeat", f"{TASK}=2",
+                 "--set", "env.seed=1"]) == 2
+    assert "the suite sets" in capsys.readouterr().err
+    assert not os.path.exists(out)

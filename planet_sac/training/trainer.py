@@ -29,7 +29,7 @@ from tqdm import tqdm
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
-from planet_sac.config import Config, ConfigError, diff, load_config, read_config_file, save_config
+from planet_sac.config import Config, ConfigError, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
@@ -37,7 +37,7 @@ from planet_sac.episodes.storage import load_episode
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
-from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir
+from planet_sac.training.run_dir import check_config_change, episode_stats, first_episode_spec, lock_run, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
@@ -96,12 +96,7 @@ class Trainer:
                  exclude: Sequence[str] = ()):
         self.config = config
         self.logdir = logdir.rstrip("/")
-        saved_path = f"{self.logdir}/config.yaml"
-        if tf.io.gfile.exists(saved_path) and not force:
-            changed = diff(read_config_file(saved_path), config)
-            if changed:
-                raise ConfigError(f"{self.logdir} was started with another config (changed: {', '.join(changed[:5])}); "
-                                  "use a new logdir or pass force=True / --force")
+        check_config_change(self.logdir, config, force)
         self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None
         self.collects = not self.offline and config.schedule.collect
@@ -109,6 +104,7 @@ class Trainer:
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
         prepare_logdir(self.logdir)
+        self.lock = lock_run(self.logdir)  # one learner per run directory, until close()
 
         self.envs: EnvBatch | None = None
         self.test_env = None
@@ -169,7 +165,11 @@ class Trainer:
         """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
         resumed = self.checkpointer.restore_latest()
         if resumed:
-            message = f"resumed {resumed} at step {int(self.counters.step.numpy())}"
+            step = int(self.counters.step.numpy())
+            message = f"resumed {resumed} at step {step}"
+            dropped = self.logger.drop_after(step, test_pending=self.phase() == TEST)
+            if dropped:
+                log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)
         elif restore_from:
             # A new run keeps its own progress: counters (steps, test phases, ...) are never taken from another run.
             report = restore_filtered(self.variables, restore_from, include or [".*"], [*exclude, r"counters/"])
@@ -410,11 +410,16 @@ class Trainer:
         self._log({"model/open_loop_mse": error}, TRAIN)
 
     def close(self) -> None:
-        if getattr(self, "logger", None) is not None:
-            self.logger.close()
-        for env in (self.envs, self.test_env):
-            if env is not None:
-                env.close()
+        """Closes the logger and environments and releases the run directory's lock (idempotent)."""
+        try:
+            if getattr(self, "logger", None) is not None:
+                self.logger.close()
+            for env in (self.envs, self.test_env):
+                if env is not None:
+                    env.close()
+        finally:
+            if getattr(self, "lock", None) is not None:
+                self.lock.release()
 
 
 class _LogWindow:

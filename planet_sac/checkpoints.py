@@ -269,8 +269,8 @@ def read_checkpoint(path: str, select: Callable[[Mapping[str, list[int]]], Seque
                 raise
             except Exception as error:  # noqa: BLE001
                 reasons[prefix] = _first_line(error)
-        log.warning("checkpoint %s is unreadable (%s)%s", prefix, reasons[prefix],
-                    "; trying an older one" if len(reasons) < len(candidates) else "")
+        if len(reasons) < len(candidates):  # the last one's failure is the error below, in one line
+            log.warning("checkpoint %s is unreadable (%s); trying an older one", prefix, reasons[prefix])
     raise CheckpointError(f"no readable checkpoint in {directory or path}: {len(reasons)} unreadable, the newest "
                           f"{_name(candidates[0])} ({reasons[candidates[0]]})")
 

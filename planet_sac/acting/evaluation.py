@@ -108,9 +108,12 @@ def write_video(path: str, frames: Iterable[np.ndarray], fps: int = 30) -> None:
         if extension == ".gif":  # the GIF writer takes all frames at once
             imageio.mimsave(temp, [np.asarray(frame, np.uint8) for frame in frames], **options)
         else:
-            with imageio.get_writer(temp, **options) as writer:
+            writer = imageio.get_writer(temp, **options)
+            try:
                 for frame in frames:
                     writer.append_data(np.asarray(frame, np.uint8))
+            finally:  # waits for ffmpeg to exit (a `with` block leaves it writing the file after an exception)
+                writer.close()
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):

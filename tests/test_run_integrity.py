@@ -410,21 +410,26 @@ def test_an_interrupted_video_leaves_no_file_and_a_finished_one_is_whole(tmp_pat
 
     from planet_sac.acting.evaluation import write_video
 
-    frames = [np.full((16, 16, 3), 20 * index, np.uint8) for index in range(10)]
+    frames = list(np.random.default_rng(0).integers(0, 255, (40, 64, 64, 3), np.uint8))  # noise: ffmpeg writes early
+
+    path = str(tmp_path / name)
+    during = []
 
     def interrupted():
         for index, frame in enumerate(frames):
-            if index == 6:
+            if index == 30:
+                time.sleep(1.0)  # let the encoder write what it has
+                during.append(os.path.exists(path))  # a SIGKILL now would leave whatever is under the name
                 raise KeyboardInterrupt  # Ctrl-C while encoding
             yield frame
 
-    path = str(tmp_path / name)
     with pytest.raises(KeyboardInterrupt):
         write_video(path, interrupted())
+    assert during == [False]
     assert os.listdir(tmp_path) == []  # neither a partial file under the name nor a temporary one
     write_video(path, frames)
     assert os.listdir(tmp_path) == [name]
-    assert len(imageio.mimread(path)) == 10
+    assert len(imageio.mimread(path)) == 40
 
 
 def test_evaluating_several_policies_builds_once_and_gives_each_policys_own_result(run, monkeypatch):

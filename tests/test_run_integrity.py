@@ -443,3 +443,22 @@ def test_evaluating_several_policies_builds_once_and_gives_each_policys_own_resu
     assert len(builds) == 1
     assert together["cem"]["returns"] == separate["cem"] and together["sac"]["returns"] == separate["sac"]
     assert together["random"]["returns"] != separate["cem"]
+
+
+@pytest.mark.parametrize("test_pending", [False, True])
+def test_resume_drops_exactly_the_records_the_restored_checkpoint_does_not_hold(tmp_path, test_pending):
+    from planet_sac.training.logger import Logger
+
+    rows = [{"step": 5, "phase": "train"}, {"step": 10, "phase": "train"}, {"step": 10, "phase": "test"},
+            {"step": 15, "phase": "train"}, {"step": 20, "phase": "test"}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"step": 2')
+    logger = Logger(str(tmp_path))  # ends the partial line of a killed run first
+    try:
+        # Restored at step 10: 15 and 20 were lost; the test phase at 10 too if the checkpoint predates it.
+        expected = rows[:2] if test_pending else rows[:3]
+        assert logger.drop_after(10, test_pending=test_pending) == 5 - len(expected)
+        with open(tmp_path / "metrics.jsonl") as file:
+            assert [json.loads(line) for line in file] == expected
+        assert logger.drop_after(10, test_pending=test_pending) == 0
+    finally:
+        logger.close()

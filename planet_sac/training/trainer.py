@@ -89,7 +89,9 @@ class Trainer:
     one, else starts from a filtered restore of `restore_from` (`include` / `exclude` name
     patterns), else from scratch. So `run()` always continues the run in `logdir` and never
     starts over inside it (which would let the checkpoint manager delete its checkpoints).
-    `start_message` says which of the three happened.
+    `start_message` says which of the three happened. A Trainer is the run directory's one
+    writer: it holds `LOGDIR/run.lock` (`run_dir.RunLock`) from construction until `close()`,
+    and a second one on the same logdir is refused with RunLockedError naming the holder.
     """
 
     def __init__(self, config: Config, logdir: str, offline_data: str | None = None, progress: bool = True,

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from planet_sac.checkpoints import checkpoint_step, find_run_config, named_variables, resolve, restore_filtered
+from planet_sac.checkpoints import RestoreReport, find_run_config, named_variables, resolve, restore_filtered
 from planet_sac.config import Config, apply_overrides
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
@@ -47,14 +47,15 @@ class Agent:
         return {name: variable for name, variable in named_variables([self.world_model, self.sac]).items()
                 if name.startswith(ACTING_VARIABLES)}
 
-    def restore(self, checkpoint: str, include: Sequence[str] = ACTING_VARIABLES) -> int:
-        """Restores the acting variables matching `include` from `checkpoint` (logdir or prefix); returns its step.
+    def restore(self, checkpoint: str, include: Sequence[str] = ACTING_VARIABLES) -> RestoreReport:
+        """Restores the acting variables matching `include` from the newest readable checkpoint of `checkpoint`.
 
+        `checkpoint` is a logdir, its checkpoints/ folder or a prefix. A damaged newest checkpoint is
+        skipped with a warning (`read_checkpoint`); none readable is one CheckpointError line. The
+        report names the checkpoint restored (`.prefix`) and its step (`.step`).
         `include=["world_model/"]` keeps the SAC head as built: a trained world model under a new head.
         """
-        prefix = resolve(checkpoint)
-        restore_filtered(self.acting_variables(), prefix, include=list(include))
-        return checkpoint_step(prefix)
+        return restore_filtered(self.acting_variables(), checkpoint, include=list(include))
 
 
 def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
@@ -69,5 +70,9 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
     env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
                    config.env.image_size)
     agent = Agent.build(config, config.env.obs, env.observation_space[config.env.obs].shape, env.action_space.shape[0])
-    step = agent.restore(checkpoint, include)
+    try:
+        step = agent.restore(checkpoint, include).step
+    except BaseException:
+        env.close()
+        raise
     return config, agent, env, step

@@ -19,8 +19,9 @@ import logging
 import posixpath
 import re
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from planet_sac.config import Config, ConfigError, read_config_file
@@ -151,11 +152,9 @@ def list_variables(path: str) -> list[tuple[str, list[int]]]:
     """(name, shape) of every variable stored in the checkpoint at `path`."""
     prefix = resolve(path)
     try:
-        entries = tf.train.list_variables(prefix)
+        return _stored_variables(prefix)
     except (tf.errors.OpError, ValueError) as error:
         raise CheckpointError(f"cannot read checkpoint {prefix}: {_first_line(error)}") from None
-    return [(key[len(_PREFIX):-len(_SUFFIX)], shape) for key, shape in entries
-            if key.startswith(_PREFIX) and key.endswith(_SUFFIX)]
 
 
 class Checkpointer:
@@ -163,6 +162,7 @@ class Checkpointer:
 
     def __init__(self, directory: str, variables: Mapping[str, tf.Variable], max_to_keep: int = 3):
         self.variables = dict(variables)
+        self.max_to_keep = max_to_keep
         self.checkpoint = tf.train.Checkpoint(variables=_tree(self.variables))
         reconcile_state(directory)
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep)
@@ -175,17 +175,37 @@ class Checkpointer:
         return self.manager.save(checkpoint_number=step)
 
     def restore_latest(self) -> str | None:
-        """Restores the newest readable checkpoint exactly; falls back to older ones if it is damaged."""
-        candidates = list(reversed(self.manager.checkpoints))
-        for prefix in candidates:
-            try:
-                self.checkpoint.restore(prefix).assert_existing_objects_matched()
-                return prefix
-            except Exception as error:  # noqa: BLE001 - a damaged file raises many types; all mean "try older"
-                log.warning("checkpoint %s is unreadable (%s); trying an older one", prefix, _first_line(error))
-        if candidates:
-            raise CheckpointError(f"no readable checkpoint in {self.manager.directory} (tried {len(candidates)})")
-        return None
+        """Restores the newest readable checkpoint exactly (every variable); None if the folder has none.
+
+        Reads through `read_checkpoint`: a damaged newer checkpoint is skipped with a warning, and
+        moved out of the rotation (`quarantine`) so the manager never deletes good checkpoints
+        while it keeps a damaged one. Only the run's single writer (the trainer) calls this.
+        """
+        directory = self.manager.directory
+        if not checkpoint_files(directory):
+            return None
+        names = list(self.variables)
+
+        def select(stored: Mapping[str, list[int]]) -> list[str]:
+            missing = [name for name in names if name not in stored]
+            if missing:
+                raise CheckpointError(f"{len(missing)} variables of this run are not in the checkpoints of {directory}, "
+                                      f"e.g. {missing[0]!r}; it was written by another model: use a new logdir")
+            for name in names:
+                want, have = list(self.variables[name].shape), list(stored[name])
+                if want != have:
+                    raise CheckpointError(f"shape mismatch for {name}: the checkpoints of {directory} have {have}, "
+                                          f"this run needs {want}; use a new logdir")
+            return names
+
+        loaded = read_checkpoint(directory, select)
+        for name in names:
+            self.variables[name].assign(loaded.values[name])
+        if loaded.damaged:
+            quarantine(directory, loaded.damaged)
+            reconcile_state(directory)
+            self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=self.max_to_keep)
+        return loaded.prefix
 
 
 @dataclasses.dataclass
@@ -193,21 +213,103 @@ class RestoreReport:
     restored: list[str]
     skipped: list[str]  # in the checkpoint but not selected, or not in this run
     untouched: list[str]  # in this run but not restored: they keep their initial values
+    prefix: str = ""  # the checkpoint restored (an older one when newer ones were damaged)
+    step: int | None = None  # its counters/step, if it has one
 
     def summary(self) -> str:
         return (f"restored {len(self.restored)} variables, skipped {len(self.skipped)} in the checkpoint, "
                 f"left {len(self.untouched)} at their initial values")
 
 
+@dataclasses.dataclass
+class Loaded:
+    """The tensors read from one checkpoint, all of them verified."""
+
+    prefix: str
+    values: dict[str, np.ndarray]
+    stored: dict[str, list[int]]  # every variable in the checkpoint: shape
+    step: int | None  # counters/step, if stored
+    damaged: list[str]  # newer checkpoints skipped because they could not be read
+
+
+def read_checkpoint(path: str, select: Callable[[Mapping[str, list[int]]], Sequence[str]]) -> Loaded:
+    """Reads the variables `select(stored shapes)` names from the newest readable checkpoint at `path`.
+
+    The one reader of checkpoints (resume, `--restore-from`, evaluate, collectors): it reads every
+    tensor the caller needs before returning, so a truncated or deleted `.data` file, a damaged
+    `.index` or a flipped byte (TensorFlow's per-tensor CRC32C) is found before anything is assigned.
+    A damaged checkpoint is skipped with a warning naming it and the next older one is tried; when
+    none is readable, one CheckpointError line says so. `path` may be a logdir or its `checkpoints/`
+    folder (newest first, with fallback) or a checkpoint prefix (that one only: the caller chose it).
+    `select` raises CheckpointError for a checkpoint that does not fit (no fallback: all would not).
+    """
+    directory = _checkpoint_folder(path)
+    candidates = list(reversed(checkpoint_files(directory))) if directory else []
+    if not candidates:
+        if directory is None and tf.io.gfile.exists(path + ".index"):
+            candidates = [path]
+        else:
+            candidates = [resolve(path)]  # a state file naming a checkpoint elsewhere, or the one-line "no checkpoint"
+    reasons: dict[str, str] = {}  # damaged prefix -> why it could not be read
+    for prefix in candidates:
+        try:
+            stored = dict(_stored_variables(prefix))
+        except MemoryError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a damaged file raises many types; all mean "try older"
+            reasons[prefix] = _first_line(error)
+        if prefix not in reasons:
+            names = list(select(stored))  # outside the try: a checkpoint that does not fit is no damage
+            try:
+                reader = tf.train.load_checkpoint(prefix)
+                values = {name: reader.get_tensor(_PREFIX + name + _SUFFIX) for name in names}
+                step = int(reader.get_tensor(_PREFIX + _STEP + _SUFFIX)) if _STEP in stored else None
+                return Loaded(prefix, values, stored, step, list(reasons))
+            except MemoryError:
+                raise
+            except Exception as error:  # noqa: BLE001
+                reasons[prefix] = _first_line(error)
+        if len(reasons) < len(candidates):  # the last one's failure is the error below, in one line
+            log.warning("checkpoint %s is unreadable (%s); trying an older one", prefix, reasons[prefix])
+    raise CheckpointError(f"no readable checkpoint in {directory or path}: {len(reasons)} unreadable, the newest "
+                          f"{_name(candidates[0])} ({reasons[candidates[0]]})")
+
+
+_STEP = "counters/step"
+
+
+def _stored_variables(prefix: str) -> list[tuple[str, list[int]]]:
+    return [(key[len(_PREFIX):-len(_SUFFIX)], shape) for key, shape in tf.train.list_variables(prefix)
+            if key.startswith(_PREFIX) and key.endswith(_SUFFIX)]
+
+
+def _checkpoint_folder(path: str) -> str | None:
+    """The folder holding a logdir's checkpoints (its `checkpoints/` or itself), None for a prefix."""
+    path = path.rstrip("/")
+    for directory in (f"{path}/checkpoints", path):
+        if tf.io.gfile.isdir(directory) and checkpoint_files(directory):
+            return directory
+    return None
+
+
+def quarantine(directory: str, prefixes: Sequence[str]) -> None:
+    """Moves damaged checkpoints' files into `directory/damaged/`, out of the rotation (nothing is deleted)."""
+    target = f"{directory.rstrip('/')}/damaged"
+    tf.io.gfile.makedirs(target)
+    for prefix in prefixes:
+        for path in tf.io.gfile.glob(prefix + ".*"):
+            tf.io.gfile.rename(path, f"{target}/{posixpath.basename(path)}", overwrite=True)
+        log.warning("moved damaged checkpoint %s to %s/", _name(prefix), target)
+
+
 def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: Sequence[str] = (".*",),
                      exclude: Sequence[str] = ()) -> RestoreReport:
     """Restores the variables whose names match an include pattern and no exclude pattern.
 
-    Fails before assigning anything if an include pattern matches no variable of the
-    run, or if a selected variable is missing from the checkpoint or has another shape.
+    Fails before assigning anything if an include pattern matches no variable of the run, if
+    include and exclude together select none, or if a selected variable is missing from the
+    checkpoint or has another shape. Reads through `read_checkpoint` (verified, with fallback).
     """
-    prefix = resolve(path)
-    stored = dict(list_variables(prefix))
     include = list(include) or [".*"]
     try:
         include_re = [re.compile(p) for p in include]
@@ -220,23 +322,29 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
             raise CheckpointError(f"--include {pattern!r} matches no variable; list them with: planet-sac variables {path}")
     selected = [name for name in variables
                 if any(r.match(name) for r in include_re) and not any(r.match(name) for r in exclude_re)]
-    missing = [name for name in selected if name not in stored]
-    if missing:
-        raise CheckpointError(f"{len(missing)} selected variables are not in {prefix}, e.g. {missing[0]!r}; narrow --include or add --exclude")
-    for name in selected:
-        want, have = list(variables[name].shape), list(stored[name])
-        if want != have:
-            raise CheckpointError(f"shape mismatch for {name}: checkpoint has {have}, this run needs {want}")
+    if not selected:
+        raise CheckpointError(f"--include {' '.join(include)} with --exclude {' '.join(exclude)} selects no variable; "
+                              f"list them with: planet-sac variables {path}")
+
+    def select(stored: Mapping[str, list[int]]) -> list[str]:
+        missing = [name for name in selected if name not in stored]
+        if missing:
+            raise CheckpointError(f"{len(missing)} selected variables are not in {path}, e.g. {missing[0]!r}; "
+                                  "narrow --include or add --exclude")
+        for name in selected:
+            want, have = list(variables[name].shape), list(stored[name])
+            if want != have:
+                raise CheckpointError(f"shape mismatch for {name}: checkpoint has {have}, this run needs {want}")
+        return selected
 
     # Every tensor is read before any variable is assigned: a checkpoint that fails to read
     # (damaged, or deleted by another process's rotation meanwhile) never leaves a half-restored model.
-    reader = tf.train.load_checkpoint(prefix)
-    values = {name: reader.get_tensor(_PREFIX + name + _SUFFIX) for name in selected}
+    loaded = read_checkpoint(path, select)
     for name in selected:
-        variables[name].assign(values[name])
+        variables[name].assign(loaded.values[name])
     chosen = set(selected)
-    return RestoreReport(restored=selected, skipped=sorted(set(stored) - chosen),
-                         untouched=sorted(set(variables) - chosen))
+    return RestoreReport(restored=selected, skipped=sorted(set(loaded.stored) - chosen),
+                         untouched=sorted(set(variables) - chosen), prefix=loaded.prefix, step=loaded.step)
 
 
 def _first_line(error: BaseException) -> str:

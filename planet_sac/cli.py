@@ -155,10 +155,51 @@ def _user_errors(command: str) -> tuple[tuple[type, ...], tuple[type, ...]]:
     from planet_sac.checkpoints import CheckpointError
     from planet_sac.episodes.loader import NoEpisodesError
     from planet_sac.episodes.storage import BadEpisodeError
+    from planet_sac.training.run_dir import RunLockedError
     from planet_sac.training.trainer import NonFiniteError
 
-    return ((ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError),
+    return ((ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError, RunLockedError),
             (tf.errors.ResourceExhaustedError, MemoryError))
+
+
+_DISK_FULL = ("No space left on device", "Disk quota exceeded")
+
+
+def _disk_full(error: BaseException) -> str | None:
+    """The file a full disk (ENOSPC, EDQUOT) refused, '' if unnamed, None if `error` is not a full disk.
+
+    TensorFlow reports ENOSPC as ResourceExhaustedError (as it reports out of memory) with the file's
+    path before the reason; Python raises OSError. The cause chain is followed (wrapped errors).
+    """
+    import errno
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return str(error.filename or "")
+        text = str(error)
+        for reason in _DISK_FULL:
+            if reason in text:
+                line = next(line for line in text.splitlines() if reason in line)
+                return line.split(reason)[0].rstrip("; :,").split(" ")[-1]
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _disk_full_message(command: str, args: argparse.Namespace, path: str) -> str:
+    """Where the disk is full and what happens next: nothing finished was lost, the same command resumes."""
+    where = next((value for value in (getattr(args, "logdir", None), getattr(args, "outdir", None),
+                                      getattr(args, "video", None)) if value), None)
+    at = f"writing {path}" if path else f"writing under {where}" if where else "writing its output"
+    if command == "train":
+        after = ("every finished episode and checkpoint is intact; free space and run the same command again: "
+                 "the run resumes from its last checkpoint")
+    elif command == "collect":
+        after = "every finished episode is intact (partial files are removed); free space and collect the rest"
+    else:
+        after = "free space and run the command again"
+    return f"no space left on the device ({at}); {after}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,7 +214,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
         print(f"planet-sac {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except out_of_memory:
+    except Exception as error:
+        path = _disk_full(error)
+        if path is None and not isinstance(error, out_of_memory):
+            raise
+        if path is not None:  # before out of memory: TensorFlow raises ResourceExhaustedError for both
+            print(f"planet-sac {args.command}: error: {_disk_full_message(args.command, args, path)}", file=sys.stderr)
+            return 2
         print(f"planet-sac {args.command}: error: out of memory; lower the batch with --set data.batch_size=16 "
               "(or keep it and split it with --set optim.accumulate=2), or shrink cem.candidates", file=sys.stderr)
         return 2
@@ -286,7 +333,7 @@ def _print_collected(outdir: str, summaries: list[dict]) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from planet_sac.acting.evaluation import check_run, evaluate
+    from planet_sac.acting.evaluation import check_run, evaluate_policies
     from planet_sac.checkpoints import find_run_config
     from planet_sac.config import apply_overrides
 
@@ -295,9 +342,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     check_run(args.logdir, args.video)
     apply_overrides(find_run_config(args.logdir), args.set)  # checked before any episode runs
     print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episodes, {args.logdir})")
-    for index, policy in enumerate(args.policy):
-        video = args.video if index == 0 else None
-        result = evaluate(args.logdir, args.episodes, policy, seed=args.seed, video=video, overrides=args.set)
+    # One environment and agent for all policies; each starts from the same seeds (see evaluate_policies).
+    for policy, result in evaluate_policies(args.logdir, args.episodes, args.policy, seed=args.seed, video=args.video,
+                                            overrides=args.set):
         print(f"{policy:<16}{result['mean']:>10.1f}{result['std']:>10.1f}{result['min']:>10.1f}{result['max']:>10.1f}", flush=True)
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
     return 0

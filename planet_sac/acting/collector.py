@@ -10,9 +10,12 @@ one has appeared, checked after each round of episodes, so a learner started wit
 the learner checkpoints every `schedule.collect_every` updates, so the ratio of updates to
 environment steps is PlaNet's and an idle collector leaves the cores to the learner.
 
-A checkpoint that cannot be read completely (being deleted by the trainer's rotation,
-damaged, or an incomplete copy) is never half-applied: all its tensors are read before
-any variable is assigned, and a failed read keeps the current weights (with a warning).
+Checkpoints are read through `Agent.restore` (the same verified reader as evaluation and
+resume): one that cannot be read completely (being deleted by the trainer's rotation, damaged,
+or an incomplete copy) is never half-applied, and the newest readable one is used instead, with
+a warning naming the damaged one; when none is readable, a running collector keeps its current
+weights (with a warning) and a starting one fails with one line. Collectors never write into
+the run's checkpoints and take no lock on the run: any number may read one run.
 """
 
 from __future__ import annotations
@@ -21,11 +24,9 @@ import logging
 import time
 from typing import Sequence
 
-import tensorflow as tf
-
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
-from planet_sac.agent import ACTING_VARIABLES, Agent
-from planet_sac.checkpoints import CheckpointError, checkpoint_step, find_run_config, latest_checkpoint, restore_filtered
+from planet_sac.agent import Agent
+from planet_sac.checkpoints import CheckpointError, find_run_config, latest_checkpoint
 from planet_sac.config import Config, ConfigError, apply_overrides
 from planet_sac.envs import make_envs
 
@@ -66,10 +67,10 @@ class Collector:
                                      self.envs.action_space.shape[0])
             self.agent.policy.set_policies(train=policy)
             self.variables = self.agent.acting_variables()
-            self.prefix: str | None = None
+            self.prefix: str | None = None  # the checkpoint acted with
+            self._seen: str | None = None  # the newest checkpoint reload() last looked at
             self.step = -1
-            if not self.reload():
-                raise CheckpointError(f"no readable checkpoint in {checkpoint}")
+            self.reload(strict=True)
         except BaseException:
             self.envs.close()
             raise
@@ -94,20 +95,26 @@ class Collector:
                 raise CheckpointError(f"no checkpoint in {checkpoint} yet; start the trainer first")
             time.sleep(min(5.0, max(0.1, wait_seconds / 10)))
 
-    def reload(self) -> bool:
-        """Loads the run's newest checkpoint if it is not the one loaded; False (and old weights kept) if unreadable."""
-        prefix = latest_checkpoint(self.checkpoint)
-        if prefix is None or prefix == self.prefix:
+    def reload(self, strict: bool = False) -> bool:
+        """Loads the run's newest readable checkpoint if a new one has appeared since the last look.
+
+        Returns whether the collector has weights to act with. When none is readable, `strict` (at
+        start) raises CheckpointError; otherwise the previous weights are kept, with a warning.
+        """
+        newest = latest_checkpoint(self.checkpoint)
+        if newest is None or newest == self._seen:
             return self.prefix is not None
+        self._seen = newest
         try:
-            restore_filtered(self.variables, prefix, include=list(ACTING_VARIABLES))
-            step = checkpoint_step(prefix)
-        except (CheckpointError, tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: a truncated data file
-            log.warning("could not load %s (%s); acting with the previous weights", prefix,
-                        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
-            return self.prefix is not None
-        self.prefix, self.step = prefix, step
-        log.info("acting with %s (step %d)", prefix, step)
+            report = self.agent.restore(self.checkpoint)
+        except CheckpointError as error:
+            if strict or self.prefix is None:
+                raise
+            log.warning("%s; acting with the previous weights (%s)", error, self.prefix)
+            return True
+        if report.prefix != self.prefix:
+            self.prefix, self.step = report.prefix, -1 if report.step is None else report.step
+            log.info("acting with %s (step %d)", self.prefix, self.step)
         return True
 
     def run(self, episodes: int | None = None) -> list[dict]:

@@ -1,10 +1,20 @@
-"""Evaluating a trained run: test-phase episodes with returns, and an optional video."""
+"""Evaluating a trained run: test-phase episodes with returns, and an optional video.
+
+`evaluate_policies` builds the run's environment and agent once and switches policies on the
+compiled policy (`Policy.set_policies`, no retrace, no second restore). Each policy starts from
+the same state a fresh build would have: the environment's first reset is seeded with `seed`
+and the policy's random generator is rewound to its state after the build, so a policy's result
+does not depend on the policies evaluated before it.
+"""
 
 from __future__ import annotations
 
+import os
 import posixpath
-from typing import Sequence
+import uuid
+from typing import Any, Iterable, Iterator, Sequence
 
+import gymnasium
 import numpy as np
 import tensorflow as tf
 
@@ -26,32 +36,86 @@ def check_run(logdir: str, video: str | None = None) -> None:
             raise ConfigError(f"--video {video}: the folder {folder} does not exist")
 
 
+class _SeededResets(gymnasium.Wrapper):
+    """Seeds the next reset that is not given its own seed with `seed` (set again by `reseed`)."""
+
+    def __init__(self, env: gymnasium.Env, seed: int):
+        super().__init__(env)
+        self.pending: int | None = seed
+
+    def reseed(self, seed: int) -> None:
+        self.pending = seed
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is None:
+            seed, self.pending = self.pending, None
+        return self.env.reset(seed=seed, options=options)
+
+
+def evaluate_policies(logdir: str, episodes: int, policies: Sequence[str], seed: int = 12345, video: str | None = None,
+                      overrides: Sequence[str] = ()) -> Iterator[tuple[str, dict]]:
+    """Yields (policy, result) for each policy in turn: `episodes` test-phase episodes' mean/std/min/max return.
+
+    The environment and agent are built and restored once. `video` records the first episode
+    of the first policy. Every result also holds the checkpoint's `step`.
+    """
+    check_run(logdir, video)
+    _, agent, env, step = load_agent(logdir, overrides, seed)
+    env = _SeededResets(env, seed)
+    fresh_rng = agent.policy.rng.state.numpy()
+    recorder = RecordFrames(env) if video else None
+    try:
+        for index, policy in enumerate(policies):
+            env.reseed(seed)
+            agent.policy.rng.state.assign(fresh_rng)
+            agent.policy.set_policies(test=policy)
+            record = recorder is not None and index == 0
+            actor = Actor(recorder if record else env, agent.policy, TEST)
+            returns = []
+            for episode in range(episodes):
+                (summary,) = actor.run(1)
+                returns.append(summary["return"])
+                if record and episode == 0:
+                    write_video(video, recorder.frames)
+            yield policy, {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
+                           "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns, "step": step}
+    finally:
+        env.close()
+
+
 def evaluate(logdir: str, episodes: int, policy: str, seed: int = 12345, video: str | None = None,
              overrides: Sequence[str] = ()) -> dict:
     """Runs `episodes` test-phase episodes with `policy`; returns mean/std/min/max return."""
-    check_run(logdir, video)
-    _, agent, env, step = load_agent(logdir, overrides, seed)
-    agent.policy.set_policies(test=policy)
-    recorder = RecordFrames(env) if video else None
-    actor = Actor(recorder or env, agent.policy, TEST)
-    returns = []
+    results = evaluate_policies(logdir, episodes, [policy], seed, video, overrides)
     try:
-        for index in range(episodes):
-            (summary,) = actor.run(1)
-            returns.append(summary["return"])
-            if video and index == 0:
-                write_video(video, recorder.frames)
+        return next(results)[1]
     finally:
-        actor.close()
-    return {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "min": float(np.min(returns)),
-            "max": float(np.max(returns)), "returns": returns, "step": step}
+        results.close()
 
 
-def write_video(path: str, frames: Sequence[np.ndarray], fps: int = 30) -> None:
+def write_video(path: str, frames: Iterable[np.ndarray], fps: int = 30) -> None:
+    """Encodes `frames` into `path` (.mp4 or .gif) atomically: a hidden temporary file in the same folder, renamed when complete.
+
+    An interrupted or failed encoding leaves no file under `path` (and removes the temporary one).
+    """
     import imageio.v2 as imageio
 
-    frames = [np.asarray(frame, np.uint8) for frame in frames]
-    if path.endswith(".gif"):
-        imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
-    else:
-        imageio.mimsave(path, frames, fps=fps, macro_block_size=1)
+    folder, name = posixpath.split(path)
+    stem, extension = posixpath.splitext(name)
+    temp = posixpath.join(folder, f".{stem}.{uuid.uuid4().hex[:12]}.partial{extension}")
+    options = {"duration": 1000 / fps, "loop": 0} if extension == ".gif" else {"fps": fps, "macro_block_size": 1}
+    try:
+        if extension == ".gif":  # the GIF writer takes all frames at once
+            imageio.mimsave(temp, [np.asarray(frame, np.uint8) for frame in frames], **options)
+        else:
+            writer = imageio.get_writer(temp, **options)
+            try:
+                for frame in frames:
+                    writer.append_data(np.asarray(frame, np.uint8))
+            finally:  # waits for ffmpeg to exit (a `with` block leaves it writing the file after an exception)
+                writer.close()
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise

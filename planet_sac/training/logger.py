@@ -4,7 +4,8 @@ Videos go to TensorBoard as animated GIFs inside image summaries (as Dreamer wri
 them): TensorBoard's image dashboard plays them.
 
 `read_metrics` skips lines that are not complete JSON (a run killed mid-write), so
-readers never fail on a partial record.
+readers never fail on a partial record. A resumed run drops the records its restored
+checkpoint does not hold (`Logger.drop_after`), so the steps it redoes are logged once.
 """
 
 from __future__ import annotations
@@ -40,6 +41,31 @@ class Logger:
                 if file.read(1) != b"\n":
                     with tf.io.gfile.GFile(self.metrics_path, "a") as append:
                         append.write("\n")
+
+    def drop_after(self, step: int, test_pending: bool) -> int:
+        """Removes the records of work the restored checkpoint does not hold; returns how many.
+
+        Those are the records past `step` (updates lost with a kill, or with a damaged newer
+        checkpoint that was skipped) and, when the test phase at `step` is still to run
+        (`test_pending`), its record at `step`. The run redoes that work and logs it again,
+        so without this it would appear twice. The file is rewritten atomically.
+        """
+        if not tf.io.gfile.exists(self.metrics_path):
+            return 0
+        records = read_metrics(self.metrics_path)
+
+        def lost(record: dict) -> bool:
+            at = record.get("step")
+            return isinstance(at, int) and (at > step or (at == step and test_pending and record.get("phase") == "test"))
+
+        kept = [record for record in records if not lost(record)]
+        if len(kept) == len(records):
+            return 0
+        temp = self.metrics_path + ".rewrite"
+        with tf.io.gfile.GFile(temp, "w") as file:
+            file.write("".join(json.dumps(record, allow_nan=False, default=str) + "\n" for record in kept))
+        tf.io.gfile.rename(temp, self.metrics_path, overwrite=True)
+        return len(records) - len(kept)
 
     def scalars(self, step: int, values: Mapping[str, float], **fields: object) -> dict:
         """Logs `values` at `step`; `fields` (env_steps, phase, ...) go into the JSON line only."""

@@ -15,6 +15,7 @@ episodes that `planet-sac collect --reload-every` processes write into `train_ep
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import signal
@@ -29,7 +30,7 @@ from tqdm import tqdm
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
-from planet_sac.config import Config, ConfigError, diff, load_config, read_config_file, save_config
+from planet_sac.config import Config, ConfigError, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
@@ -37,7 +38,7 @@ from planet_sac.episodes.storage import load_episode
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
-from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir
+from planet_sac.training.run_dir import check_config_change, episode_stats, first_episode_spec, lock_run, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
@@ -88,7 +89,9 @@ class Trainer:
     one, else starts from a filtered restore of `restore_from` (`include` / `exclude` name
     patterns), else from scratch. So `run()` always continues the run in `logdir` and never
     starts over inside it (which would let the checkpoint manager delete its checkpoints).
-    `start_message` says which of the three happened.
+    `start_message` says which of the three happened. A Trainer is the run directory's one
+    writer: it holds `LOGDIR/run.lock` (`run_dir.RunLock`) from construction until `close()`,
+    and a second one on the same logdir is refused with RunLockedError naming the holder.
     """
 
     def __init__(self, config: Config, logdir: str, offline_data: str | None = None, progress: bool = True,
@@ -98,12 +101,7 @@ class Trainer:
         self.logdir = logdir.rstrip("/")
         # With every random stream seeded by config.seed / env.seed, this makes a run repeatable on one machine.
         tf.config.experimental.enable_op_determinism()
-        saved_path = f"{self.logdir}/config.yaml"
-        if tf.io.gfile.exists(saved_path) and not force:
-            changed = diff(read_config_file(saved_path), config)
-            if changed:
-                raise ConfigError(f"{self.logdir} was started with another config (changed: {', '.join(changed[:5])}); "
-                                  "use a new logdir or pass force=True / --force")
+        check_config_change(self.logdir, config, force)
         self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None
         self.collects = not self.offline and config.schedule.collect
@@ -111,6 +109,7 @@ class Trainer:
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
         prepare_logdir(self.logdir)
+        self.lock = lock_run(self.logdir)  # one learner per run directory, until close()
 
         self.envs: EnvBatch | None = None
         self.test_env = None
@@ -131,6 +130,7 @@ class Trainer:
             self.logger = Logger(self.logdir)
             self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
             self._stop = threading.Event()
+            self._warned_terminations = False
             self.start_message = self._restore(restore_from, include, exclude)
         except BaseException:
             self.close()
@@ -171,7 +171,11 @@ class Trainer:
         """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
         resumed = self.checkpointer.restore_latest()
         if resumed:
-            message = f"resumed {resumed} at step {int(self.counters.step.numpy())}"
+            step = int(self.counters.step.numpy())
+            message = f"resumed {resumed} at step {step}"
+            dropped = self.logger.drop_after(step, test_pending=self.phase() == TEST)
+            if dropped:
+                log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)
         elif restore_from:
             # A new run keeps its own progress: counters (steps, test phases, ...) are never taken from another run.
             report = restore_filtered(self.variables, restore_from, include or [".*"], [*exclude, r"counters/"])
@@ -321,14 +325,11 @@ class Trainer:
     def run(self, train_steps: int | None = None) -> dict:
         """Trains until `train_steps` updates in total (default: schedule.train_steps); returns the last metrics.
 
+        The loop reads as its schedule: a pending test phase runs first; otherwise one update, then
+        collection, logging, the open-loop video and a checkpoint, each when `Every` says so.
         A run already at `train_steps` only returns `{"step": ...}`: nothing new was logged.
         """
-        schedule = self.config.schedule
-        total = schedule.train_steps if train_steps is None else train_steps
-        # With N environments, N episodes every N * collect_every updates: the same updates per environment step.
-        collect_every = schedule.collect_every * self.config.env.num_envs
-        # Collectors in other processes reload the newest checkpoint: give them one as often as we would collect.
-        checkpoint_every = schedule.checkpoint_every if self.collects else min(schedule.checkpoint_every, schedule.collect_every)
+        when = Every.of(self.config, self.collects, train_steps)
         self.collect_seed_episodes()
         dataset, replay = make_dataset(self.train_dir, distribute.worker_batch_size(self.config, self.strategy),
                                        self.config.data.chunk_length,
@@ -341,59 +342,28 @@ class Trainer:
         step = int(self.counters.step.numpy())
         last: dict = {}
         metrics = None
-        bar = tqdm(total=total, initial=min(step, total), disable=None if self.progress else True,
+        bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = _LogWindow()
-        warned_terminations = False
         with _graceful_stop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
                     bar.set_description(TEST)
-                    last = self.run_test_phase(self.catch_up_head(batches))
-                    log.info("step %d: test return %.1f", step, last["test/return"])
+                    last = self.test_phase(batches)
                     continue
-                if step >= total:
+                if when.done(step):
                     break
                 bar.set_description(TRAIN)
-                update_start = time.perf_counter()
-                metrics = self.learner.update(next(batches))
-                step = int(self.counters.step.assign_add(1).numpy())
-                window.updated(update_start)
+                metrics, step = self._update(batches, window)
                 bar.update(1)
-                if int(self.learner.consecutive_skips.numpy()) >= self.config.optim.max_nonfinite_updates:
-                    raise NonFiniteError(
-                        f"{self.config.optim.max_nonfinite_updates} consecutive updates had a NaN/inf loss or gradient "
-                        f"at step {step}; the last good checkpoint ({self.checkpointer.latest}) is intact. "
-                        "Lower optim.learning_rate or check the data."
-                    )
-                values = {}
-                if self.collects and step % collect_every == 0:
-                    collect_start = time.perf_counter()
-                    if self.config.policy.train in SAC_ACTING:
-                        values.update(self.catch_up_head(batches))
-                    episodes = self.collect_train_episodes()
-                    window.collected(collect_start)
-                    values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
-                    values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
-                    log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
-                             values["train/return"], int(self.counters.env_steps.numpy()))
-                if step % schedule.log_every == 0 or values:
-                    if not self.collects and not self.offline:
-                        self._sync_episode_counters()  # episodes arrive from collector processes
-                    values.update({key: float(value) for key, value in metrics.items()})
-                    values.update(window.close())
-                    values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()
-                                   if isinstance(value, (int, float))})
-                    warning = imagination_termination_warning(self.config, replay.stats)
-                    if warning and not warned_terminations:
-                        log.warning(warning)
-                        warned_terminations = True
-                    last = self._log(values, TRAIN)
+                values = self._collect(batches, window, step) if when.collect(step) else {}
+                if when.log(step, collected=bool(values)):
+                    last = self._log_train(values, metrics, window, replay)
                     bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
                                     sps=f"{values['train/steps_per_second']:.1f}")
-                if step % schedule.video_every == 0:
+                if when.video(step):
                     self.log_open_loop(next(batches))
-                if step % checkpoint_every == 0 and int(self.learner.consecutive_skips.numpy()) == 0:
+                if when.checkpoint(step) and int(self.learner.consecutive_skips.numpy()) == 0:
                     self.checkpointer.save(step)  # only after a good update: the last checkpoint is always a good one
         bar.close()
         if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
@@ -401,6 +371,54 @@ class Trainer:
         self.checkpointer.save(int(self.counters.step.numpy()))
         self.logger.flush()
         return last or {"step": step}  # a run that had nothing left to do still says where it is
+
+    def test_phase(self, batches: Iterator[dict]) -> dict:
+        """The test phase as one unit: the SAC head catches up with the model, then `run_test_phase` evaluates and checkpoints."""
+        last = self.run_test_phase(self.catch_up_head(batches))
+        log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
+        return last
+
+    def _update(self, batches: Iterator[dict], window: "_LogWindow") -> tuple[dict, int]:
+        """One learner update; (its metrics, the new step). Stops the run after too many non-finite updates in a row."""
+        update_start = time.perf_counter()
+        metrics = self.learner.update(next(batches))
+        step = int(self.counters.step.assign_add(1).numpy())
+        window.updated(update_start)
+        if int(self.learner.consecutive_skips.numpy()) >= self.config.optim.max_nonfinite_updates:
+            raise NonFiniteError(
+                f"{self.config.optim.max_nonfinite_updates} consecutive updates had a NaN/inf loss or gradient "
+                f"at step {step}; the last good checkpoint ({self.checkpointer.latest}) is intact. "
+                "Lower optim.learning_rate or check the data."
+            )
+        return metrics, step
+
+    def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int) -> dict:
+        """Training episodes (after the SAC head's catch-up when it acts); their return and length."""
+        collect_start = time.perf_counter()
+        values = {}
+        if self.config.policy.train in SAC_ACTING:
+            values.update(self.catch_up_head(batches))
+        episodes = self.collect_train_episodes()
+        window.collected(collect_start)
+        values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
+        values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
+        log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
+                 values["train/return"], int(self.counters.env_steps.numpy()))
+        return values
+
+    def _log_train(self, values: dict, metrics: dict, window: "_LogWindow", replay: EpisodeReplay) -> dict:
+        """A training record: `values` (updated in place) with the update's metrics, the window's timing and replay's counts."""
+        if not self.collects and not self.offline:
+            self._sync_episode_counters()  # episodes arrive from collector processes
+        values.update({key: float(value) for key, value in metrics.items()})
+        values.update(window.close())
+        values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()
+                       if isinstance(value, (int, float))})
+        warning = imagination_termination_warning(self.config, replay.stats)
+        if warning and not self._warned_terminations:
+            log.warning(warning)
+            self._warned_terminations = True
+        return self._log(values, TRAIN)
 
     def log_open_loop(self, batch: dict) -> None:
         """Open-loop prediction summary: 5 context frames from data, then the model's predictions beside the truth."""
@@ -413,11 +431,57 @@ class Trainer:
         self._log({"model/open_loop_mse": error}, TRAIN)
 
     def close(self) -> None:
-        if getattr(self, "logger", None) is not None:
-            self.logger.close()
-        for env in (self.envs, self.test_env):
-            if env is not None:
-                env.close()
+        """Closes the logger and environments and releases the run directory's lock (idempotent)."""
+        try:
+            if getattr(self, "logger", None) is not None:
+                self.logger.close()
+            for env in (self.envs, self.test_env):
+                if env is not None:
+                    env.close()
+        finally:
+            if getattr(self, "lock", None) is not None:
+                self.lock.release()
+
+
+@dataclasses.dataclass(frozen=True)
+class Every:
+    """When each part of the training loop runs, as predicates of the global step (Dreamer's `Every`/`when`).
+
+    Pure functions of the step, so a resumed run keeps the same schedule. `collect_every` is 0
+    when the trainer does not collect (offline data, or `schedule.collect: false`).
+    """
+
+    total: int
+    collect_every: int
+    log_every: int
+    video_every: int
+    checkpoint_every: int
+
+    @classmethod
+    def of(cls, config: Config, collects: bool, train_steps: int | None = None) -> "Every":
+        schedule = config.schedule
+        # With N environments, N episodes every N * collect_every updates: the same updates per environment step.
+        collect_every = schedule.collect_every * config.env.num_envs if collects else 0
+        # Collectors in other processes reload the newest checkpoint: give them one as often as we would collect.
+        checkpoint_every = schedule.checkpoint_every if collects else min(schedule.checkpoint_every, schedule.collect_every)
+        return cls(total=schedule.train_steps if train_steps is None else train_steps, collect_every=collect_every,
+                   log_every=schedule.log_every, video_every=schedule.video_every, checkpoint_every=checkpoint_every)
+
+    def done(self, step: int) -> bool:
+        return step >= self.total
+
+    def collect(self, step: int) -> bool:
+        return self.collect_every > 0 and step % self.collect_every == 0
+
+    def log(self, step: int, collected: bool = False) -> bool:
+        """Every `log_every` updates, and after every collection (its returns are logged at once)."""
+        return step % self.log_every == 0 or collected
+
+    def video(self, step: int) -> bool:
+        return step % self.video_every == 0
+
+    def checkpoint(self, step: int) -> bool:
+        return step % self.checkpoint_every == 0
 
 
 class _LogWindow:

@@ -1,0 +1,464 @@
+"""Run integrity: one writer per run directory, verified checkpoint reads, full disks, atomic videos.
+
+Each fault is made for real: a second process holding the lock, checkpoint files truncated,
+deleted or with a flipped byte, a small tmpfs filled up (an injected ENOSPC only where the
+test cannot mount one), an encoding interrupted half-way.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from planet_sac.checkpoints import Checkpointer, CheckpointError, checkpoint_files, named_variables, read_checkpoint
+from planet_sac.cli import main
+from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.training.run_dir import LOCK_FILE, RunLockedError, lock_run
+from tests.conftest import CONFIGS, ROOT, logged_warnings
+
+SMOKE = str(CONFIGS / "smoke.yaml")
+OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
+
+
+@pytest.fixture
+def warnings():
+    yield from logged_warnings("planet_sac")
+
+
+@pytest.fixture
+def run(tmp_path):
+    logdir = tmp_path / "run"
+    shutil.copytree(OLD_RUN, logdir)
+    return str(logdir)
+
+
+def messages(records) -> str:
+    return "\n".join(record.getMessage() for record in records)
+
+
+# ---------------------------------------------------------------- one writer per run directory
+
+HOLDER = """
+import sys, time
+from planet_sac.training.run_dir import lock_run
+lock = lock_run(sys.argv[1])
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def hold_lock(logdir: str) -> subprocess.Popen:
+    """Another process that takes the run's lock (as a learner does) and keeps it until killed."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, logdir], stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_second_learner_is_refused_with_the_holders_pid_and_host(run, tmp_path, capsys):
+    holder = hold_lock(run)
+    try:
+        before = sorted(os.listdir(run))
+        assert main(["train", "--logdir", run, "--train-steps", "20", "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"is in use by planet-sac pid {holder.pid} on host {socket.gethostname()}" in err[0], err
+        assert sorted(os.listdir(run)) == before  # nothing written: no metrics, no config, no checkpoint
+        assert checkpoint_files(f"{run}/checkpoints")[-1].endswith("ckpt-10")
+        from planet_sac.training.run_dir import resolve_run_config
+        from planet_sac.training.trainer import Trainer, train
+
+        with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):
+            Trainer(resolve_run_config(run), run, progress=False)  # the Python API takes the same lock
+        with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):
+            train(resolve_run_config(run), run, progress=False)
+        # Collectors are lock-free readers of a locked run.
+        outdir = str(tmp_path / "collected")
+        assert main(["collect", "--policy", "cem", "--checkpoint", run, "--outdir", outdir, "--episodes", "1",
+                     "--time-limit", "5", "--quiet"]) == 0
+        assert len(list_episodes(outdir)) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stale_lock_of_a_killed_learner_is_taken_over_with_a_warning(tmp_path, warnings):
+    logdir = str(tmp_path / "run")
+    os.makedirs(logdir)
+    holder = hold_lock(logdir)
+    holder.send_signal(signal.SIGKILL)  # dies without releasing: its record stays, the kernel frees the OS lock
+    holder.wait()
+    with open(f"{logdir}/{LOCK_FILE}") as file:
+        assert json.load(file)["pid"] == holder.pid
+    lock = lock_run(logdir)
+    try:
+        assert f"took over the stale lock of {logdir}: pid {holder.pid} (no longer running)" in messages(warnings)
+        with open(f"{logdir}/{LOCK_FILE}") as file:
+            record = json.load(file)
+        assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+        with pytest.raises(RunLockedError, match="in this process"):
+            lock_run(logdir)  # the same process twice (flock emulated on NFS would not refuse it)
+        other = subprocess.run([sys.executable, "-c", HOLDER, logdir], capture_output=True, text=True, cwd=str(ROOT),
+                               timeout=120)
+        assert other.returncode != 0 and f"is in use by planet-sac pid {os.getpid()}" in other.stderr
+    finally:
+        lock.release()
+    with open(f"{logdir}/{LOCK_FILE}") as file:
+        assert file.read() == ""  # released cleanly: an empty record
+    warnings.clear()
+    lock_run(logdir).release()
+    assert not warnings  # nothing stale after a clean release
+
+
+def test_a_learner_stopped_by_sigterm_releases_the_lock_and_a_second_one_meanwhile_is_refused(tmp_path):
+    """A real `planet-sac train` holds the lock while it trains; a second real one is refused; SIGTERM releases it.
+
+    (SIGINT goes through the same graceful stop; SIGKILL is the stale-lock test above.)
+    """
+    logdir = str(tmp_path / "run")
+    command = [sys.executable, "-m", "planet_sac", "train", "--config", SMOKE, "--logdir", logdir,
+               "--train-steps", "100000", "--quiet"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and first.poll() is None and not os.path.exists(f"{logdir}/metrics.jsonl"):
+            time.sleep(0.5)  # metrics.jsonl: locked, built, and inside the training loop
+        assert first.poll() is None, first.communicate()
+        second = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT), timeout=300)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.strip().splitlines()[-1].startswith(
+            f"planet-sac train: error: {logdir} is in use by planet-sac pid {first.pid} on host {socket.gethostname()}")
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 0, err  # the graceful stop: checkpoint, then exit
+    finally:
+        if first.poll() is None:
+            first.kill()
+    with open(f"{logdir}/{LOCK_FILE}") as file:
+        assert file.read() == ""
+    lock_run(logdir).release()  # free for the next learner
+
+
+# ---------------------------------------------------------------- verified checkpoint reads
+
+def save_version(run: str, value: float, step: int) -> None:
+    """A new checkpoint of `run` whose world-model and SAC variables all hold `value` (written by a Trainer)."""
+    from planet_sac.training.run_dir import resolve_run_config
+    from planet_sac.training.trainer import Trainer
+
+    trainer = Trainer(resolve_run_config(run), run, progress=False)
+    try:
+        for name, variable in trainer.variables.items():
+            if name.startswith(("world_model/", "sac/")) and variable.dtype.is_floating:
+                variable.assign(np.full(variable.shape, value, variable.dtype.as_numpy_dtype))
+        trainer.counters.step.assign(step)
+        trainer.checkpointer.save(step)
+    finally:
+        trainer.close()
+
+
+def damage(prefix: str, how: str, key: str | None = None) -> None:
+    """Damages the checkpoint at `prefix` on disk, as a crash, a bad copy or a bad disk would.
+
+    `flipped` flips one bit in the middle of the tensor stored under `key` (else of the file).
+    """
+    (data,) = tf.io.gfile.glob(prefix + ".data-*")
+    size = os.path.getsize(data)
+    if key is not None:
+        with open(data, "rb") as file:
+            start = file.read().find(tf.train.load_checkpoint(prefix).get_tensor(key).tobytes())
+        assert start >= 0
+        size = 2 * start + tf.train.load_checkpoint(prefix).get_tensor(key).nbytes
+    if how == "truncated":
+        with open(data, "r+b") as file:
+            file.truncate(64)  # a copy cut short
+    elif how == "deleted":
+        os.remove(data)
+    elif how == "flipped":  # one byte in the middle of the tensors: only TensorFlow's checksums see it
+        with open(data, "r+b") as file:
+            file.seek(size // 2)
+            byte = file.read(1)
+            file.seek(size // 2)
+            file.write(bytes([byte[0] ^ 0x01]))
+    elif how == "index":
+        with open(prefix + ".index", "r+b") as file:
+            file.truncate(100)
+    else:
+        raise ValueError(how)
+
+
+def acting_key(run: str) -> str:
+    """A world-model tensor's checkpoint key."""
+    return next(key for key, _ in tf.train.list_variables(f"{run}/checkpoints/ckpt-10")
+                if key.startswith("variables/world_model/") and "kernel" in key)
+
+
+@pytest.mark.parametrize("how", ["truncated", "deleted", "flipped"])
+def test_evaluate_falls_back_from_a_damaged_newest_checkpoint(run, how, capsys, warnings):
+    save_version(run, 0.5, step=12)
+    damage(f"{run}/checkpoints/ckpt-12", how, key=acting_key(run))  # a tensor evaluate reads
+    assert main(["evaluate", "--logdir", run, "--episodes", "1", "--policy", "sac", "--quiet"]) == 0
+    assert "checkpoint step 10" in capsys.readouterr().out
+    assert f"checkpoint {run}/checkpoints/ckpt-12 is unreadable" in messages(warnings)
+    assert os.path.exists(f"{run}/checkpoints/ckpt-12.index")  # readers never move or delete anything
+
+
+def test_collectors_and_restore_from_fall_back_from_a_damaged_newest_checkpoint(run, tmp_path, warnings):
+    save_version(run, 0.5, step=12)
+    damage(f"{run}/checkpoints/ckpt-12", "truncated")
+    outdir = str(tmp_path / "collected")
+    assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "1",
+                 "--time-limit", "5", "--quiet"]) == 0
+    assert len(list_episodes(outdir)) == 1 and "ckpt-12 is unreadable" in messages(warnings)
+
+    warnings.clear()
+    new = str(tmp_path / "new")
+    assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", run, "--include", "world_model/",
+                 "--train-steps", "0", "--quiet"]) == 0
+    assert "ckpt-12 is unreadable" in messages(warnings)
+    key = acting_key(run)
+    restored = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{new}/checkpoints")).get_tensor(key)
+    np.testing.assert_array_equal(restored, tf.train.load_checkpoint(f"{run}/checkpoints/ckpt-10").get_tensor(key))
+    assert not np.all(restored == 0.5)  # ckpt-10's values, not the damaged ckpt-12's
+
+
+def test_when_no_checkpoint_is_readable_each_reader_says_so_in_one_line(run, tmp_path, capsys):
+    damage(f"{run}/checkpoints/ckpt-10", "flipped", key=acting_key(run))
+    commands = {
+        "evaluate": ["evaluate", "--logdir", run, "--episodes", "1", "--quiet"],
+        "collect": ["collect", "--policy", "cem", "--checkpoint", run, "--outdir", str(tmp_path / "out"),
+                    "--episodes", "1", "--quiet"],
+        "train": ["train", "--config", SMOKE, "--logdir", str(tmp_path / "new"), "--restore-from", run,
+                  "--train-steps", "0", "--quiet"],
+    }
+    for command, argv in commands.items():
+        assert main(argv) == 2, command
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"planet-sac {command}: error: no readable checkpoint in {run}"), err
+        assert "ckpt-10" in err[0] and "Checksum does not match" in err[0]
+
+
+def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs_lost_steps_once(run, warnings):
+    assert main(["train", "--logdir", run, "--train-steps", "20", "--quiet"]) == 0  # ckpt-10 -> ckpt-20
+    with open(f"{run}/metrics.jsonl") as file:
+        first = [json.loads(line) for line in file]
+    assert [row["step"] for row in first if row.get("phase") == "test"] == [20]
+    damage(f"{run}/checkpoints/ckpt-20", "flipped")
+
+    assert main(["train", "--logdir", run, "--train-steps", "20", "--quiet"]) == 0  # resumes ckpt-10, redoes 11..20
+    assert f"checkpoint {run}/checkpoints/ckpt-20 is unreadable" in messages(warnings)
+    assert sorted(os.listdir(f"{run}/checkpoints/damaged")) == ["ckpt-20.data-00000-of-00001", "ckpt-20.index"]
+    with open(f"{run}/metrics.jsonl") as file:
+        rows = [json.loads(line) for line in file]
+    keys = [(row["step"], row["phase"], tuple(sorted(k for k in row if k != "time"))) for row in rows]
+    assert len(keys) == len(set(keys)), "a record of the lost steps appears twice"
+    assert [row["step"] for row in rows if row.get("phase") == "test"] == [20]
+    assert [row["step"] for row in rows if "loss/total" in row and row["phase"] == "train"] == \
+        [row["step"] for row in first if "loss/total" in row and row["phase"] == "train"]
+    # The new ckpt-20 is whole and was written by the redone steps.
+    loaded = read_checkpoint(run, lambda stored: list(stored))
+    assert loaded.prefix.endswith("ckpt-20") and loaded.step == 20 and not loaded.damaged
+
+
+class Net(tf.Module):
+    def __init__(self, value: float):
+        super().__init__(name="net")
+        with tf.name_scope("world_model/"):
+            self.kernel = tf.Variable(tf.fill([64, 64], value), name="kernel")
+
+
+def test_a_damaged_checkpoint_does_not_keep_its_place_while_good_ones_are_rotated_out(tmp_path, warnings):
+    directory = str(tmp_path / "checkpoints")
+    net = Net(1.0)
+    writer = Checkpointer(directory, named_variables([net]), max_to_keep=3)
+    for step in (1, 2, 3):
+        net.kernel.assign(tf.fill([64, 64], float(step)))
+        writer.save(step)
+    damage(f"{directory}/ckpt-3", "flipped")
+
+    restored = Net(0.0)
+    resumed = Checkpointer(directory, named_variables([restored]), max_to_keep=3)
+    assert resumed.restore_latest() == f"{directory}/ckpt-2"
+    np.testing.assert_array_equal(restored.kernel.numpy(), 2.0)
+    assert f"checkpoint {directory}/ckpt-3 is unreadable (TensorBundle" in messages(warnings)
+    resumed.save(4)  # keeps the good ckpt-1: max_to_keep counts good checkpoints only
+    assert [os.path.basename(p) for p in checkpoint_files(directory)] == ["ckpt-1", "ckpt-2", "ckpt-4"]
+    assert os.path.exists(f"{directory}/damaged/ckpt-3.index")  # kept for a post-mortem, out of the rotation
+
+
+def test_an_explicit_damaged_prefix_is_not_replaced_by_another(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    net = Net(1.0)
+    writer = Checkpointer(directory, named_variables([net]))
+    writer.save(1)
+    writer.save(2)
+    damage(f"{directory}/ckpt-1", "index")
+    with pytest.raises(CheckpointError, match="no readable checkpoint in .*ckpt-1: 1 unreadable"):
+        read_checkpoint(f"{directory}/ckpt-1", lambda stored: list(stored))
+    assert read_checkpoint(directory, lambda stored: list(stored)).prefix.endswith("ckpt-2")
+
+
+# ---------------------------------------------------------------- a full disk
+
+def mount_tmpfs(path: str, size_kb: int) -> bool:
+    os.makedirs(path, exist_ok=True)
+    if shutil.which("mount") is None:
+        return False
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", path], capture_output=True)
+    return result.returncode == 0
+
+
+def fill(path: str, leave_kb: int) -> str:
+    """Fills the filesystem of `path` up to `leave_kb` free; returns the filler file."""
+    stat = os.statvfs(path)
+    free_kb = stat.f_bavail * stat.f_frsize // 1024
+    filler = os.path.join(path, "filler")
+    with open(filler, "wb") as file:
+        file.write(b"\0" * max(0, free_kb - leave_kb) * 1024)
+    return filler
+
+
+def test_a_full_disk_is_reported_as_such_and_the_run_resumes_once_space_is_freed(tmp_path, monkeypatch, capsys):
+    mount = str(tmp_path / "disk")
+    real = mount_tmpfs(mount, 3072)
+    try:
+        logdir = f"{mount}/run"
+        shutil.copytree(OLD_RUN, logdir)
+        if real:
+            filler = fill(mount, leave_kb=150)  # less than a checkpoint (~270 kB)
+        else:  # no mount allowed here (not root, or no CAP_SYS_ADMIN): TensorFlow's own error for ENOSPC, injected
+            save = tf.train.CheckpointManager.save
+
+            def full(self, *args, **kwargs):
+                raise tf.errors.ResourceExhaustedError(
+                    None, None, f"{self.directory}/ckpt-20_temp/part-00000-of-00001.data-00000-of-00001.tempstate1; "
+                                "No space left on device")
+
+            monkeypatch.setattr(tf.train.CheckpointManager, "save", full)
+        assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "out of memory" not in err[0], err
+        assert err[0].startswith("planet-sac train: error: no space left on the device (writing ")
+        assert logdir in err[0] and "the run resumes from its last checkpoint" in err[0]
+        # Nothing finished was lost: every checkpoint and episode on the disk reads whole.
+        for prefix in checkpoint_files(f"{logdir}/checkpoints"):
+            read_checkpoint(prefix, lambda stored: list(stored))
+        for directory in ("train_episodes", "test_episodes"):
+            for path in list_episodes(f"{logdir}/{directory}"):
+                load_episode(path)
+        with open(f"{logdir}/{LOCK_FILE}") as file:
+            assert file.read() == ""  # released: emptying the record needs no space
+
+        if real:
+            os.remove(filler)
+        else:
+            monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
+        assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
+        assert "done: step 20" in capsys.readouterr().out
+        with open(f"{logdir}/metrics.jsonl") as file:
+            rows = [json.loads(line) for line in file if line.strip()]
+        steps = [row["step"] for row in rows if "loss/total" in row and row["phase"] == "train"]
+        assert steps == sorted(set(steps)) and steps[-1] == 20  # the steps redone after the failure, logged once
+    finally:
+        if real:
+            subprocess.run(["umount", "-l", mount], check=False)
+
+
+def test_a_full_disk_is_not_mistaken_for_out_of_memory_nor_the_reverse(monkeypatch, capsys):
+    from planet_sac import cli
+
+    def enospc(args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/runs/a/train_episodes/.tmp-1.npz")
+
+    def oom(args):
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[4096,4096]")
+
+    monkeypatch.setattr(cli, "_collect", enospc)
+    assert main(["collect", "--task", "gym:Pendulum-v1", "--episodes", "1", "--outdir", "/data/runs/a/train_episodes"]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on the device (writing /data/runs/a/train_episodes/.tmp-1.npz)" in err
+    assert "every finished episode is intact" in err
+    monkeypatch.setattr(cli, "_train", oom)
+    assert main(["train", "--logdir", "/nonexistent", "--quiet"]) == 2
+    assert "out of memory; lower the batch" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- --include / --exclude, videos
+
+def test_include_and_exclude_selecting_nothing_is_refused_like_an_include_alone(run, tmp_path, capsys):
+    for patterns in (["--include", "world_model/", "--exclude", ".*"], ["--include", "nothing/"]):
+        new = str(tmp_path / "new")
+        assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", run, *patterns,
+                     "--train-steps", "0", "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ("selects no variable" in err[0] or "matches no variable" in err[0]), err
+        assert not os.path.exists(f"{new}/config.yaml") and not checkpoint_files(f"{new}/checkpoints")
+
+
+@pytest.mark.parametrize("name", ["video.mp4", "video.gif"])
+def test_an_interrupted_video_leaves_no_file_and_a_finished_one_is_whole(tmp_path, name):
+    import imageio.v2 as imageio
+
+    from planet_sac.acting.evaluation import write_video
+
+    frames = list(np.random.default_rng(0).integers(0, 255, (40, 64, 64, 3), np.uint8))  # noise: ffmpeg writes early
+
+    path = str(tmp_path / name)
+    during = []
+
+    def interrupted():
+        for index, frame in enumerate(frames):
+            if index == 30:
+                time.sleep(1.0)  # let the encoder write what it has
+                during.append(os.path.exists(path))  # a SIGKILL now would leave whatever is under the name
+                raise KeyboardInterrupt  # Ctrl-C while encoding
+            yield frame
+
+    with pytest.raises(KeyboardInterrupt):
+        write_video(path, interrupted())
+    assert during == [False]
+    assert os.listdir(tmp_path) == []  # neither a partial file under the name nor a temporary one
+    write_video(path, frames)
+    assert os.listdir(tmp_path) == [name]
+    assert len(imageio.mimread(path)) == 40
+
+
+def test_evaluating_several_policies_builds_once_and_gives_each_policys_own_result(run, monkeypatch):
+    from planet_sac.acting import evaluation
+
+    separate = {policy: evaluation.evaluate(run, 2, policy, seed=5)["returns"] for policy in ("cem", "sac")}
+    builds = []
+    load_agent = evaluation.load_agent
+    monkeypatch.setattr(evaluation, "load_agent", lambda *args, **kwargs: builds.append(1) or load_agent(*args, **kwargs))
+    together = dict(evaluation.evaluate_policies(run, 2, ["random", "sac", "cem"], seed=5))
+    assert len(builds) == 1
+    assert together["cem"]["returns"] == separate["cem"] and together["sac"]["returns"] == separate["sac"]
+    assert together["random"]["returns"] != separate["cem"]
+
+
+@pytest.mark.parametrize("test_pending", [False, True])
+def test_resume_drops_exactly_the_records_the_restored_checkpoint_does_not_hold(tmp_path, test_pending):
+    from planet_sac.training.logger import Logger
+
+    rows = [{"step": 5, "phase": "train"}, {"step": 10, "phase": "train"}, {"step": 10, "phase": "test"},
+            {"step": 15, "phase": "train"}, {"step": 20, "phase": "test"}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"step": 2')
+    logger = Logger(str(tmp_path))  # ends the partial line of a killed run first
+    try:
+        # Restored at step 10: 15 and 20 were lost; the test phase at 10 too if the checkpoint predates it.
+        expected = rows[:2] if test_pending else rows[:3]
+        assert logger.drop_after(10, test_pending=test_pending) == 5 - len(expected)
+        with open(tmp_path / "metrics.jsonl") as file:
+            assert [json.loads(line) for line in file] == expected
+        assert logger.drop_after(10, test_pending=test_pending) == 0
+    finally:
+        logger.close()

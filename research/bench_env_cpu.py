@@ -7,7 +7,7 @@ Usage:
 The environment runs in its own process (as `make_env` builds it); its user+system time comes
 from /proc/PID/stat. If one environment already uses U cores, N processes on C cores can make
 at most C / U times its steps per second: the bound behind the parallel-environment figures
-in the README's "Scaling out".
+in docs/scaling.md.
 """
 
 from __future__ import annotations

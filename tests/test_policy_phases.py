@@ -56,23 +56,43 @@ def fixed_plan(world_model, state, config, rng, sac=None, guide_fraction=0.0, in
     return action, tf.zeros([batch, config.horizon, 2])
 
 
-def act(policy_name: str, phase: str, exploration_noise: float = 0.3, monkeypatch=None):
-    """Actions [BATCH, 2] and latent state of one step of `policy_name` in `phase`, all envs seeing one observation."""
-    if monkeypatch is not None:
-        monkeypatch.setattr(cem, "search", fixed_plan)
-    model, sac = tiny_agent()
-    config = CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2, exploration_noise=exploration_noise)
-    policy = Policy(model, sac, config, train=policy_name, test=policy_name, seed=3)
-    obs = np.tile(np.array([[0.3, -0.7, 1.1]], np.float32), [BATCH, 1])
-    action, (latent, _, _) = policy.act(obs, policy.initial_state(BATCH), phase)
-    return action.numpy(), {key: value.numpy() for key, value in latent.items()}, sac
+@pytest.fixture(scope="module")
+def policies():
+    """policies(noise): one Policy per `cem.exploration_noise` (read when the function is traced, once), with the
+    planner replaced by `fixed_plan`; tests switch its policies with `set_policies`, which never retraces."""
+    built: dict[float, Policy] = {}
+
+    def get(exploration_noise: float) -> Policy:
+        if exploration_noise not in built:
+            model, sac = tiny_agent()
+            config = CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2, exploration_noise=exploration_noise)
+            built[exploration_noise] = Policy(model, sac, config, seed=3)
+        return built[exploration_noise]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cem, "search", fixed_plan)
+        yield get
+    assert all(policy.traces == 1 for policy in built.values())
+
+
+@pytest.fixture
+def act(policies):
+    def act(policy_name: str, phase: str, exploration_noise: float = 0.3):
+        """Actions [BATCH, 2] and latent state of one step of `policy_name` in `phase`, all envs seeing one observation."""
+        policy = policies(exploration_noise)
+        policy.set_policies(train=policy_name, test=policy_name)
+        obs = np.tile(np.array([[0.3, -0.7, 1.1]], np.float32), [BATCH, 1])
+        action, (latent, _, _) = policy.act(obs, policy.initial_state(BATCH), phase)
+        return action.numpy(), {key: value.numpy() for key, value in latent.items()}, policy.sac
+
+    return act
 
 
 @pytest.mark.parametrize("policy_name", POLICIES)
-def test_the_train_phase_samples_the_posterior_and_the_test_phase_takes_its_mean(policy_name, monkeypatch):
-    _, test_latent, _ = act(policy_name, TEST, monkeypatch=monkeypatch)
+def test_the_train_phase_samples_the_posterior_and_the_test_phase_takes_its_mean(policy_name, act):
+    _, test_latent, _ = act(policy_name, TEST)
     np.testing.assert_array_equal(test_latent["stoch"], test_latent["mean"])
-    _, train_latent, _ = act(policy_name, TRAIN, monkeypatch=monkeypatch)
+    _, train_latent, _ = act(policy_name, TRAIN)
     np.testing.assert_allclose(train_latent["mean"], test_latent["mean"], rtol=1e-5, atol=1e-6)  # same observation
     z = (train_latent["stoch"] - train_latent["mean"]) / train_latent["std"]  # N(0, 1) draws, one per env and unit
     assert np.all(train_latent["std"] > 0.01)
@@ -82,10 +102,10 @@ def test_the_train_phase_samples_the_posterior_and_the_test_phase_takes_its_mean
 
 @pytest.mark.parametrize("policy_name", ["cem", "sac_guided_cem"])
 @pytest.mark.parametrize("exploration_noise", [0.3, 0.1])
-def test_planners_add_clipped_gaussian_exploration_noise_only_in_the_train_phase(policy_name, exploration_noise, monkeypatch):
-    test_action, _, _ = act(policy_name, TEST, exploration_noise, monkeypatch)
+def test_planners_add_clipped_gaussian_exploration_noise_only_in_the_train_phase(policy_name, exploration_noise, act):
+    test_action, _, _ = act(policy_name, TEST, exploration_noise)
     np.testing.assert_array_equal(test_action, np.broadcast_to(PLAN, test_action.shape))  # the plan, untouched
-    action, _, _ = act(policy_name, TRAIN, exploration_noise, monkeypatch)
+    action, _, _ = act(policy_name, TRAIN, exploration_noise)
     # Expected: clip(PLAN + N(0, sigma), -1, 1), its mean and std from a large numpy sample.
     reference = np.clip(PLAN + exploration_noise * np.random.default_rng(0).standard_normal((400_000, 2)), -1.0, 1.0)
     np.testing.assert_allclose(action.mean(0), reference.mean(0), atol=4 * exploration_noise / np.sqrt(BATCH))
@@ -98,17 +118,17 @@ def test_planners_add_clipped_gaussian_exploration_noise_only_in_the_train_phase
 
 
 @pytest.mark.parametrize("policy_name", ["cem", "sac_guided_cem"])
-def test_planners_act_with_the_plan_in_the_train_phase_when_exploration_noise_is_zero(policy_name, monkeypatch):
-    action, _, _ = act(policy_name, TRAIN, 0.0, monkeypatch)
+def test_planners_act_with_the_plan_in_the_train_phase_when_exploration_noise_is_zero(policy_name, act):
+    action, _, _ = act(policy_name, TRAIN, 0.0)
     np.testing.assert_array_equal(action, np.broadcast_to(PLAN, action.shape))
 
 
-def test_sac_samples_its_actor_in_the_train_phase_and_takes_the_mode_in_the_test_phase(monkeypatch):
+def test_sac_samples_its_actor_in_the_train_phase_and_takes_the_mode_in_the_test_phase(act):
     """tanh(mu) when testing; tanh(mu + sigma * eps) when training, eps ~ N(0, 1), no planner noise added."""
-    action, latent, sac = act("sac", TEST, 0.3, monkeypatch)
+    action, latent, sac = act("sac", TEST, 0.3)
     mean, _ = ref.actor(sac, ref.features(latent))
     np.testing.assert_allclose(action, np.tanh(mean), rtol=1e-4, atol=1e-5)
-    action, latent, sac = act("sac", TRAIN, 0.3, monkeypatch)
+    action, latent, sac = act("sac", TRAIN, 0.3)
     mean, log_std = ref.actor(sac, ref.features(latent))  # of the sampled latent the train phase acted on
     assert np.abs(action).max() < 0.999  # tanh's inverse stays exact in float32
     eps = (np.arctanh(action.astype(np.float64)) - mean) / np.exp(log_std)
@@ -118,8 +138,8 @@ def test_sac_samples_its_actor_in_the_train_phase_and_takes_the_mode_in_the_test
 
 
 @pytest.mark.parametrize("phase", [TRAIN, TEST])
-def test_random_acts_uniformly_in_both_phases(phase, monkeypatch):
-    action, _, _ = act("random", phase, 0.3, monkeypatch)
+def test_random_acts_uniformly_in_both_phases(phase, act):
+    action, _, _ = act("random", phase, 0.3)
     np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05)
     np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02)  # U(-1, 1), no noise added on top
     assert action.min() >= -1.0 and action.max() <= 1.0

@@ -9,14 +9,10 @@ real discounted return from t, G_t = sum_k gamma^k r_t+1+k (truncated at the epi
 end, so the last steps' G_t miss their tail; only the first half of the episode is used).
 A critic that overestimates shows Q >> G; one that learned little shows Q ~ 0.
 
-`chunk_start_gap` measures what the SAC head's first transitions of a training chunk are
-worth: their posteriors are filtered from a zero state at the chunk's start, while acting
-filters from the episode's start (see `sac.burn_in`).
+(`research/sac_head.py` holds the lab's own measures on frozen models, e.g. the chunk-start gap.)
 """
 
 from __future__ import annotations
-
-from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -54,36 +50,6 @@ def critic_vs_returns(world_model: WorldModel, sac: SAC, episode: dict, gamma: f
     half = max(1, len(real) // 2)
     return {"sac/q_episode": float(q[:half].mean()), "sac/return_episode": float(real[:half].mean()),
             "sac/q_abs_error": float(np.abs(q[:half] - real[:half]).mean())}
-
-
-def filtered_features(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor) -> np.ndarray:
-    """concat(deter, posterior mean) [T, F] of one sequence filtered from a zero state, without sampling noise.
-
-    `embed` [T, E] are encoder outputs and `action` [T, A] the aligned actions (action t led to step t).
-    """
-    posts, _ = world_model.rssm.observe(embed[None], action[None], tf.zeros([1, embed.shape[0], world_model.rssm.stoch_size]))
-    return tf.concat([posts["deter"], posts["mean"]], -1)[0].numpy()
-
-
-def chunk_start_gap(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor, starts: Sequence[int],
-                    offsets: Sequence[int]) -> dict[int, float]:
-    """Mean relative gap ||f_chunk - f_episode|| / ||f_episode|| at `offsets` steps into chunks starting at `starts`.
-
-    `embed` [T, E] and `action` [T, A] are one episode's encoder outputs and aligned actions;
-    f = `filtered_features`: the episode filtered from step 0 against the chunk filtered from
-    a zero state at its start.
-    """
-    steps = int(embed.shape[0])
-    full = filtered_features(world_model, embed, action)
-    length = max(offsets) + 1
-    gaps: dict[int, list[float]] = {k: [] for k in offsets}
-    for start in starts:
-        if start + length > steps:
-            raise ValueError(f"a chunk starting at {start} with offsets up to {max(offsets)} passes the episode's {steps} steps")
-        chunk = filtered_features(world_model, embed[start:start + length], action[start:start + length])
-        for k in offsets:
-            gaps[k].append(float(np.linalg.norm(chunk[k] - full[start + k]) / np.linalg.norm(full[start + k])))
-    return {k: float(np.mean(values)) for k, values in gaps.items()}
 
 
 def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.ndarray, np.ndarray]:

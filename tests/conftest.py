@@ -23,6 +23,21 @@ def smoke_config() -> Config:
     return load_config(CONFIGS / "smoke.yaml")
 
 
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> tuple[str, list[str]]:
+    """One `planet-sac train` smoke run of 10 updates, resumed to 20 (a test phase at each), shared by the tests
+    that only read it: its logdir, and its training episodes before the resume. Tests must not write into it."""
+    from planet_sac.cli import main
+    from planet_sac.episodes.storage import list_episodes
+
+    logdir = str(tmp_path_factory.mktemp("runs") / "smoke")
+    smoke = str(CONFIGS / "smoke.yaml")
+    assert main(["train", "--config", smoke, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
+    first_train = list_episodes(f"{logdir}/train_episodes")
+    assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
+    return logdir, first_train
+
+
 def logged_warnings(name: str):
     """Collects the warning records of logger `name` (independent of propagation settings) until closed."""
     import logging

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from planet_sac.benchmark import SIZES, planning_flops
@@ -53,31 +52,6 @@ def test_planning_flops_counted_from_the_layer_sizes():
     assert planning_flops(model, config, envs=2) == per_step * 1000 * 12 * 10 * 2
 
 
-def test_sac_head_lab_trains_a_new_head_on_a_frozen_model(tmp_path):
-    """bench/sac_head.py on a smoke run: the update count, the lab's own yardsticks, no drift against itself."""
-    from planet_sac.cli import main
-    from planet_sac.episodes.storage import list_episodes, load_episode
-    from tests.conftest import CONFIGS, ROOT
-
-    logdir = str(tmp_path / "run")
-    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "5", "--quiet"]) == 0
-    out = tmp_path / "head.json"
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "sac_head.py"), "--logdir", logdir, "--rounds", "4",
-                          "--eval-every", "2", "--episodes", "1", "--set", "sac.updates_per_step=3", "sac.n_step=2",
-                          "--drift", logdir, "--guided", "cem.value_weight=0.5,cem.actor_mean=true",
-                          "--json", str(out)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    result = json.loads(out.read_text())
-    agent_steps = sum(len(load_episode(path)["action"]) - 1 for path in list_episodes(f"{logdir}/train_episodes"))
-    assert result["sac_updates"] == 12 and abs(result["sac_updates_per_agent_step"] - 12 / agent_steps) < 1e-12
-    assert [point["round"] for point in result["curve"]] == [2, 4]
-    assert all(point["sac/update_finite"] == 1.0 for point in result["curve"])
-    assert set(result["burn_in_gap"]) == {"0", "1", "2", "3", "5"}  # offsets inside a 10-step chunk
-    assert result["burn_in_gap"]["0"] > 0
-    assert result["drift"]["feature_relative_l2"] == 0.0 and result["drift"]["q_relative_change"] == 0.0
-    assert set(result["final"]) == {"sac", "sac_guided_cem", "sac_guided_cem[cem.value_weight=0.5,cem.actor_mean=true]"}
-
-
 def _load_bench_module(name: str):
     import importlib.util
 
@@ -87,136 +61,6 @@ def _load_bench_module(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_collect_cost_times_each_collecting_policy_on_a_checkpoint(tmp_path):
-    """bench/collect_cost.py on a smoke run: per-episode cost = collect_every updates + one collected episode."""
-    from planet_sac.cli import main
-    from tests.conftest import CONFIGS, ROOT
-
-    logdir = str(tmp_path / "run")
-    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "10",
-                 "--quiet"]) == 0
-    out, png = tmp_path / "cost.json", tmp_path / "hours.png"
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "collect_cost.py"), "--logdir", logdir, "--episodes", "1",
-                          "--updates", "2", "--json", str(out), "--runs", logdir, "--out", str(png)],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    result = json.loads(out.read_text())
-    assert result["collect_every"] == 10 and set(result["episode_seconds"]) == {"cem", "sac"}
-    assert result["catchup_round_seconds"] > 0
-    for name, seconds in result["episode_seconds"].items():
-        assert len(result["collect_seconds"][name]) == 1
-        assert abs(seconds - (10 * result["update_seconds"] + result["collect_seconds"][name][0])) < 1e-9
-    assert png.stat().st_size > 10_000
-
-
-def test_training_hours_count_collected_episodes_past_the_seed_episodes(tmp_path):
-    collect_cost = _load_bench_module("collect_cost")
-    (tmp_path / "config.yaml").write_text("env:\n  task: gym:Pendulum-v1\n  obs: state\n"
-                                          "data:\n  seed_episodes: 5\npolicy:\n  train: sac\n")
-    records = [{"step": 10, "phase": "train", "episodes": 6, "train/return": 1.0},
-               {"step": 20, "phase": "test", "episodes": 7, "test/return": 3.0, "test/return/sac": 3.0,
-                "test/return/cem": 4.0},
-               {"step": 40, "phase": "test", "episodes": 17, "test/return/sac": 9.0}]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records) + '{"step": 5')
-    collector, curves = collect_cost.training_hours(str(tmp_path), {"cem": 100.0, "sac": 36.0})
-    assert collector == "sac"
-    # (7 - 5) and (17 - 5) episodes at 36 s each, in hours.
-    assert curves["test/return/sac"][0].tolist() == [2 * 36 / 3600, 12 * 36 / 3600]
-    assert curves["test/return/sac"][1].tolist() == [3.0, 9.0]
-    assert curves["test/return/cem"][0].tolist() == [2 * 36 / 3600] and curves["test/return/cem"][1].tolist() == [4.0]
-
-
-def test_training_hours_add_catch_up_rounds_only_to_runs_collecting_with_the_head(tmp_path):
-    collect_cost = _load_bench_module("collect_cost")
-    records = [{"step": 20, "phase": "test", "episodes": 9, "test/return/cem": 5.0}]
-    for name in ("sac", "cem"):
-        run = tmp_path / name
-        run.mkdir()
-        (run / "config.yaml").write_text("env:\n  task: gym:Pendulum-v1\n  obs: state\ndata:\n  seed_episodes: 5\n"
-                                         f"sac:\n  catchup_rounds: 3\npolicy:\n  train: {name}\n")
-        (run / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-    costs = {"cem": 100.0, "sac": 36.0}
-    # SAC collects: (9 - 5) episodes x (36 s + 3 catch-up rounds x 2 s); CEM collects: no catch-up.
-    assert collect_cost.training_hours(str(tmp_path / "sac"), costs, 2.0)[1]["test/return/cem"][0].tolist() == [4 * 42 / 3600]
-    assert collect_cost.training_hours(str(tmp_path / "cem"), costs, 2.0)[1]["test/return/cem"][0].tolist() == [4 * 100 / 3600]
-
-
-def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
-    """--save-run: the saved run holds the run's world model unchanged and the head as trained (not as loaded)."""
-    import tensorflow as tf
-
-    from planet_sac.checkpoints import resolve
-    from planet_sac.cli import main
-    from tests.conftest import CONFIGS, ROOT
-
-    logdir, saved = str(tmp_path / "run"), str(tmp_path / "saved")
-    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "5", "--quiet"]) == 0
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "sac_head.py"), "--logdir", logdir, "--keep-head",
-                          "--rounds", "3", "--episodes", "1", "--save-run", saved, "--json", str(tmp_path / "head.json")],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    original, trained = tf.train.load_checkpoint(resolve(logdir)), tf.train.load_checkpoint(resolve(saved))
-    names = [name for name in trained.get_variable_to_shape_map() if name.startswith("variables/")]
-    model = [name for name in names if name.startswith("variables/world_model/")]
-    head = [name for name in names if name.startswith("variables/sac/") and "critic1" in name]
-    assert model and head
-    for name in model:
-        np.testing.assert_array_equal(trained.get_tensor(name), original.get_tensor(name))
-    assert any(not np.array_equal(trained.get_tensor(name), original.get_tensor(name)) for name in head)
-    assert main(["evaluate", "--logdir", saved, "--policy", "sac", "--episodes", "1", "--quiet"]) == 0
-
-
-def _tiny_agent(guide_fraction: float, actor_std: float | None):
-    from planet_sac.config import CEMConfig, ModelConfig, SACConfig
-    from planet_sac.control.sac import SAC
-    from planet_sac.models.world_model import WorldModel
-
-    model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8), "state", (3,), 2)
-    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 2)
-    config = CEMConfig(horizon=3, candidates=40, iterations=2, top_k=8, guide_fraction=guide_fraction, actor_std=actor_std)
-    return model, sac, config
-
-
-def test_guided_anatomy_of_a_search_made_only_of_the_actors_mode():
-    """All candidates the actor's mode (actor_std 0): every elite is the actor's, and the plan is a_pi exactly."""
-    import tensorflow as tf
-
-    anatomy = _load_bench_module("guided_anatomy").anatomy
-    model, sac, config = _tiny_agent(guide_fraction=1.0, actor_std=0.0)
-    state = {key: tf.random.normal(value.shape, seed=1) for key, value in model.rssm.initial(1).items()}
-    result = anatomy(model, sac, config, state, tf.random.Generator.from_seed(0), guided=True)
-    assert result["actor_elite_share"] == 1.0
-    assert "best_sampled_minus_actor" not in result  # nothing was sampled
-    assert result["action_distance"] < 1e-6 and abs(result["q_plan_minus_q_pi"]) < 1e-5
-
-
-def test_guided_anatomy_compares_the_plan_with_the_actor_independently():
-    """A mixed population: the share counts the elites past the sampled block; the distance is |a_plan - a_pi| by hand."""
-    import tensorflow as tf
-
-    from planet_sac.control import cem
-
-    anatomy = _load_bench_module("guided_anatomy").anatomy
-    model, sac, config = _tiny_agent(guide_fraction=0.5, actor_std=None)
-    state = {key: tf.random.normal(value.shape, seed=2) for key, value in model.rssm.initial(1).items()}
-    result = anatomy(model, sac, config, state, tf.random.Generator.from_seed(3), guided=True)
-    action, _ = cem.search(model, state, config, tf.random.Generator.from_seed(3), sac, 0.5)  # the same draws
-    features = model.rssm.features(state)
-    a_pi = sac.act(features, tf.zeros([1, 2]), True).numpy()
-    assert abs(result["action_distance"] - np.mean(np.abs(action.numpy() - a_pi))) < 1e-6
-    assert 0.0 <= result["actor_elite_share"] <= 1.0 and "best_sampled_minus_actor" in result
-    plain = anatomy(model, sac, config, state, tf.random.Generator.from_seed(3), guided=False)
-    assert "actor_elite_share" not in plain and "best_sampled_minus_actor" not in plain
-
-
-def test_episode_strips_sums_rewards_per_segment_and_lays_frames_side_by_side():
-    strips = _load_bench_module("episode_strips")
-    assert strips.segment_returns(np.arange(7, dtype=np.float32), 3) == [3.0, 12.0, 6.0]  # 0+1+2, 3+4+5, 6
-    frames = np.stack([np.full((2, 3, 3), t, np.uint8) for t in range(5)])
-    strip = strips.film_strip(frames, 2)  # frames 0, 2, 4
-    assert strip.shape == (2, 9, 3) and list(strip[0, ::3, 0]) == [0, 2, 4]
 
 
 def test_learning_curve_of_a_stopped_run_is_not_evaluated(tmp_path, monkeypatch, capsys):

@@ -19,14 +19,10 @@ from tests.conftest import CONFIGS, DATA
 SMOKE = str(CONFIGS / "smoke.yaml")
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One smoke run of 10 updates, resumed to 20: shared by the tests that only read it."""
-    logdir = str(tmp_path_factory.mktemp("runs") / "smoke")
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
-    first_train = list_episodes(f"{logdir}/train_episodes")
-    assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
-    return logdir, first_train
+@pytest.fixture
+def trained(smoke_run):
+    """The session's smoke run (conftest.smoke_run): 10 updates, resumed to 20."""
+    return smoke_run
 
 
 def records(logdir):
@@ -46,20 +42,19 @@ def test_run_writes_its_outputs(trained):
     assert [row["step"] for row in rows if "test/return" in row] == [10, 20]
 
 
-def test_metrics_say_where_the_wall_clock_went(tmp_path):
+def test_metrics_say_where_the_wall_clock_went(trained):
     """time/update_seconds per update, time/collect_seconds per log window and time/test_seconds per test phase:
-    positive where work was done, zero where none was, and never more than the wall-clock between records."""
-    logdir = str(tmp_path / "run")
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "8", "--set", "schedule.collect_every=4",
-                 "--set", "schedule.log_every=2", "--set", "schedule.train_phase_steps=4", "--quiet"]) == 0
+    positive where work was done, zero where none was, and never more than the wall-clock between records
+    (the smoke run: log_every 5, collect_every 10, a test phase every 10 updates, resumed at step 10)."""
+    logdir, _ = trained
     rows = records(logdir)
     train_rows = [row for row in rows if row["phase"] == "train" and "loss/total" in row]
-    assert [row["step"] for row in train_rows] == [2, 4, 6, 8]
+    assert [row["step"] for row in train_rows] == [5, 10, 15, 20]
     assert all(row["time/update_seconds"] > 0 for row in train_rows)
-    assert [row["step"] for row in train_rows if row["time/collect_seconds"] > 0] == [4, 8]  # collect_every 4
+    assert [row["step"] for row in train_rows if row["time/collect_seconds"] > 0] == [10, 20]  # collect_every 10
     assert all("train/return" in row for row in train_rows if row["time/collect_seconds"] > 0)
     test_rows = [row for row in rows if row["phase"] == "test"]
-    assert [row["step"] for row in test_rows] == [4, 8] and all(row["time/test_seconds"] > 0 for row in test_rows)
+    assert [row["step"] for row in test_rows] == [10, 20] and all(row["time/test_seconds"] > 0 for row in test_rows)
     for previous, row in zip(train_rows, train_rows[1:]):
         accounted = row["time/update_seconds"] * (row["step"] - previous["step"]) + row["time/collect_seconds"]
         assert accounted <= row["time"] - previous["time"] + 0.01, (previous, row)
@@ -92,28 +87,22 @@ def test_resume_with_conflicting_setting_is_refused(trained, capsys):
     assert "changed: model.deter_size" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("policy", ["random", "cem", "sac", "sac_guided_cem"])
-def test_evaluate_each_policy(trained, policy, capsys):
-    logdir, _ = trained
-    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--policy", policy]) == 0
-    out = capsys.readouterr().out
-    assert re.search(rf"^{policy}\s+-?\d+\.\d", out, re.M), out
-    assert "checkpoint step 20" in out
-
-
-def test_evaluate_runs_the_policy_it_names(trained):
-    """Same environment seed, four policies: four different returns, and the deterministic ones repeat exactly."""
-    logdir, _ = trained
-    returns = {policy: evaluate(logdir, 1, policy, seed=7)["mean"] for policy in POLICIES}
-    assert len(set(returns.values())) == len(POLICIES), returns
-    assert evaluate(logdir, 1, "sac", seed=7)["mean"] == returns["sac"]  # the actor's mode in the test phase
-
-
-def test_evaluate_writes_a_video(trained, tmp_path):
+def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path, capsys):
+    """One command, four policies on the same environment seed: a row each, four different returns, the
+    deterministic SAC mode repeats exactly, and the video is the first policy's episode."""
     logdir, _ = trained
     video = tmp_path / "episode.gif"
-    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--policy", "sac", "--video", str(video)]) == 0
-    assert video.stat().st_size > 1000
+    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--seed", "7", "--video", str(video),
+                 "--policy", *POLICIES]) == 0
+    out = capsys.readouterr().out
+    means = {}
+    for policy in POLICIES:
+        row = re.search(rf"^{policy}\s+(-?\d+\.\d)\s", out, re.M)
+        assert row, out
+        means[policy] = float(row.group(1))
+    assert len(set(means.values())) == len(POLICIES), means
+    assert "checkpoint step 20" in out and video.stat().st_size > 1000
+    assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
 
 
 @pytest.mark.parametrize("policy", ["cem", "sac"])
@@ -228,20 +217,6 @@ def test_logdir_that_is_a_file_fails_fast(tmp_path, capsys):
     path.write_text("x")
     assert main(["train", "--config", SMOKE, "--logdir", str(path), "--quiet"]) == 2
     assert "is a file" in capsys.readouterr().err
-
-
-def test_offline_image_training_writes_open_loop_video_summary(tmp_path):
-    logdir = str(tmp_path / "pixels")
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(DATA / "cartpole_swingup_image"),
-                 "--set", "env.obs=image", "--set", "model.cnn_depth=4", "--set", "data.batch_size=2",
-                 "--set", "schedule.video_every=2", "--set", "schedule.log_every=1", "--train-steps", "2", "--quiet"]) == 0
-    images = []
-    for path in tf.io.gfile.glob(f"{logdir}/events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            images += [value for value in event.summary.value if value.tag.startswith("openloop/")]
-    assert images, "no open-loop prediction summary"
-    rows = records(logdir)
-    assert any("loss/image" in row for row in rows) and any("model/open_loop_mse" in row for row in rows)
 
 
 def test_offline_data_with_other_observations_is_a_clear_error(tmp_path, capsys):

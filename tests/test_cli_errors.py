@@ -21,11 +21,10 @@ TYPO = "model.deter_sise=3"
 needs_dmc = pytest.mark.skipif(importlib.util.find_spec("dm_control") is None, reason="needs planet-sac[dmc]")
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    logdir = str(tmp_path_factory.mktemp("runs") / "smoke")
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "2", "--quiet"]) == 0
-    return logdir
+@pytest.fixture
+def run(smoke_run):
+    """The session's smoke run (conftest.smoke_run), which these tests only read."""
+    return smoke_run[0]
 
 
 def snapshot(path: str) -> dict[str, bytes]:

@@ -49,7 +49,7 @@ def third_party_imports(folder: str) -> dict[str, set[str]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top in sys.stdlib_module_names or top in ("planet_sac", "tests", "bench", "__future__"):
+                if top in sys.stdlib_module_names or top in ("planet_sac", "tests", "bench", "research", "__future__"):
                     continue
                 for distribution in distributions.get(top, [top]):
                     found.setdefault(normalize(distribution), set()).add(str(path.relative_to(ROOT)))
@@ -60,7 +60,8 @@ def test_every_import_is_declared_where_it_is_needed():
     groups = declared()
     where = {"planet_sac": groups[""] | groups["dmc"], "examples": groups[""],
              "tests": groups[""] | groups["dmc"] | groups["test"],
-             "bench": groups[""] | groups["dmc"] | groups["bench"], "scripts": groups[""] | groups["dmc"]}
+             "bench": groups[""] | groups["dmc"] | groups["bench"],
+             "research": groups[""] | groups["dmc"] | groups["test"] | groups["bench"], "scripts": groups[""] | groups["dmc"]}
     for folder, allowed in where.items():
         missing = {name: files for name, files in third_party_imports(folder).items() if name not in allowed}
         assert not missing, f"{folder}/ imports undeclared packages: {missing}"
@@ -68,7 +69,7 @@ def test_every_import_is_declared_where_it_is_needed():
 
 def test_nothing_is_declared_that_nothing_imports():
     imported = set()
-    for folder in ("planet_sac", "examples", "tests", "bench", "scripts"):
+    for folder in ("planet_sac", "examples", "tests", "bench", "research", "scripts"):
         imported |= set(third_party_imports(folder))
     unused = set().union(*declared().values()) - imported - set(NOT_IMPORTED)
     assert not unused, f"declared but never imported: {sorted(unused)}"

@@ -25,9 +25,10 @@ def load_bench(name):
 
 def test_survives_sigkill_at_random_moments(tmp_path):
     kill_resume = load_bench("kill_resume")
-    summary = kill_resume.kill_cycles(str(tmp_path / "run"), kills=3, seed=1, log=lambda *_: None)
-    assert summary["kills_survived"] == 3
-    assert summary["final_step"] >= 6  # two of the three kills came after the run had trained and checkpointed
+    # Two kills: one during start-up, one while training (cycle % 5 decides); bench/kill_resume.py runs 50.
+    summary = kill_resume.kill_cycles(str(tmp_path / "run"), kills=2, seed=1, log=lambda *_: None)
+    assert summary["kills_survived"] == 2
+    assert summary["final_step"] >= 4  # the second kill came after the run had checkpointed, then 4 more updates
     assert summary["episodes"] > 0
 
 

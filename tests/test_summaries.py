@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -64,10 +65,14 @@ def test_logger_video_is_an_image_summary_tensorboard_plays(tmp_path):
 
 
 def test_open_loop_video_shows_truth_model_and_error(tmp_path):
+    """Offline training of an image model: the open-loop video and `model/open_loop_mse` beside `loss/image`."""
     logdir = str(tmp_path / "pixels")
     assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(DATA / "cartpole_swingup_image"),
                  "--set", "env.obs=image", "--set", "model.cnn_depth=4", "--set", "data.batch_size=2",
-                 "--set", "schedule.video_every=2", "--train-steps", "2", "--quiet"]) == 0
+                 "--set", "schedule.video_every=2", "--set", "schedule.log_every=1", "--train-steps", "2", "--quiet"]) == 0
+    with open(f"{logdir}/metrics.jsonl") as file:
+        rows = [json.loads(line) for line in file]
+    assert any("loss/image" in row for row in rows) and any("model/open_loop_mse" in row for row in rows)
     (value,) = summaries(logdir)["openloop/truth_model_error"]
     frames = gif_frames(value)
     assert len(frames) == 10  # data.chunk_length of the smoke config
@@ -78,12 +83,11 @@ def test_open_loop_video_shows_truth_model_and_error(tmp_path):
     assert np.abs(difference - error.astype(int)).mean() < 8  # the error panel is |truth - model| (GIF palette aside)
 
 
-def test_test_phase_logs_an_evaluation_video_and_the_new_scalars(tmp_path):
-    logdir = str(tmp_path / "run")
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
+def test_test_phase_logs_an_evaluation_video_and_the_new_scalars(smoke_run):
+    logdir, _ = smoke_run
     values = summaries(logdir)
-    (video,) = values["eval/video"]  # one test phase at step 10
-    frames = gif_frames(video)
+    assert len(values["eval/video"]) == 2  # a test phase at step 10 and one at step 20 (after the resume)
+    frames = gif_frames(values["eval/video"][0])
     assert len(frames) == 51  # reset frame + env.time_limit=50 steps of the smoke config
     assert frames[0].shape == (128, 128, 3) and not np.array_equal(frames[0], frames[-1])  # the pendulum moves
     for tag in ("sac/alpha", "model/free_nats_clipped", "loss/total", "test/return"):

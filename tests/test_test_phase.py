@@ -23,11 +23,14 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
 
     trainer = Trainer(compare_config, str(tmp_path / "run"), progress=False)
     acting = []  # the policy the compiled test-phase branch points at while each test-phase actor runs
+    agent_actors = []  # (phase, outdir) of every actor that acts with the agent's policy
 
     class SpyActor(trainer_module.Actor):
         def run(self, num_episodes, progress=False):
             if self.phase == "test":
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[1])])
+            if self.policy is trainer.agent.policy:
+                agent_actors.append((self.phase, self.outdir))
             return super().run(num_episodes, progress)
 
     monkeypatch.setattr(trainer_module, "Actor", SpyActor)
@@ -37,6 +40,10 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
         trainer.close()
     # The test policy's (saved) episodes first, then the compared ones in order.
     assert acting[-3:] == ["cem", "random", "sac"]
+    # Training episodes are collected in the train phase (PlaNet's exploration), test episodes in the test phase.
+    train_dir = str(tmp_path / "run" / "train_episodes")
+    assert ("train", train_dir) in agent_actors
+    assert all(phase == ("train" if outdir == train_dir else "test") for phase, outdir in agent_actors), agent_actors
     records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     (test,) = [r for r in records if r.get("phase") == "test"]
     assert {"test/return/cem", "test/return/random", "test/return/sac"} <= test.keys()

@@ -286,7 +286,7 @@ def imagination_pool(world_model: WorldModel, sac: SAC, features: tf.Tensor, siz
 def head_round(world_model: WorldModel, sac: SAC, embed: tf.Tensor, batch: Batch,
                rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
     """The actor-critic part on a frozen model: filter the chunks' posteriors from their embeddings [B, T, E]
-    (sampled latents, as in training), then `actor_critic_updates`. `Learner.catch_up` and `bench/sac_head.py` use it."""
+    (sampled latents, as in training), then `actor_critic_updates`. `Learner.catch_up` and `research/sac_head.py` use it."""
     size, length = batch["action"].shape[0], batch["action"].shape[1]
     posts, _ = world_model.rssm.observe(embed, batch["action"], rng.normal([size, length, world_model.rssm.stoch_size]))
     features = tf.stop_gradient(world_model.rssm.features(posts))

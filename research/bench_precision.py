@@ -1,8 +1,8 @@
 """Does mixed_bfloat16 learn like float32? World-model loss curves of the same offline data, compared with seed noise.
 
 Usage:
-    .venv/bin/python bench/bench_precision.py --config configs/cartpole_swingup_cpu.yaml \\
-        --data EPISODE_DIR --updates 1000 --out bench/results/precision_cartpole
+    .venv/bin/python research/bench_precision.py --config configs/cartpole_swingup_cpu.yaml \\
+        --data EPISODE_DIR --updates 1000 --out research/results/precision_cartpole
 
 Trains three runs from the same episodes with `--offline-data` (same batches in the same order
 for equal seeds): float32 seed 0, float32 seed 1 (the run-to-run noise) and mixed_bfloat16

@@ -31,8 +31,8 @@ Before training it reports two things about the transitions themselves:
   those of the whole episode filtered from its start, k steps into the chunk (relative L2);
 - episode ends: whether any recorded discount is below 1 (dm_control never terminates).
 
-    .venv/bin/python bench/sac_head.py --logdir bench/results/cartpole_pixels/run --rounds 4000 \
-        --set sac.updates_per_step=10 --json bench/results/sac_head/ups10.json
+    .venv/bin/python research/sac_head.py --logdir bench/results/cartpole_pixels/run --rounds 4000 \
+        --set sac.updates_per_step=10 --json research/results/sac_head/ups10.json
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import time
+from typing import Sequence
 
 import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
 
@@ -53,11 +54,42 @@ from planet_sac.agent import load_agent
 from planet_sac.checkpoints import Checkpointer
 from planet_sac.config import apply_overrides, save_config
 from planet_sac.control.policy import Policy
-from planet_sac.diagnostics import chunk_start_gap, critic_vs_returns, filtered_features
+from planet_sac.diagnostics import critic_vs_returns
 from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.models.world_model import WorldModel
 from planet_sac.training.learner import head_round
 
 GAP_OFFSETS = (0, 1, 2, 3, 5, 10, 20)
+
+
+def filtered_features(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor) -> np.ndarray:
+    """concat(deter, posterior mean) [T, F] of one sequence filtered from a zero state, without sampling noise.
+
+    `embed` [T, E] are encoder outputs and `action` [T, A] the aligned actions (action t led to step t).
+    """
+    posts, _ = world_model.rssm.observe(embed[None], action[None], tf.zeros([1, embed.shape[0], world_model.rssm.stoch_size]))
+    return tf.concat([posts["deter"], posts["mean"]], -1)[0].numpy()
+
+
+def chunk_start_gap(world_model: WorldModel, embed: tf.Tensor, action: tf.Tensor, starts: Sequence[int],
+                    offsets: Sequence[int]) -> dict[int, float]:
+    """Mean relative gap ||f_chunk - f_episode|| / ||f_episode|| at `offsets` steps into chunks starting at `starts`.
+
+    `embed` [T, E] and `action` [T, A] are one episode's encoder outputs and aligned actions;
+    f = `filtered_features`: the episode filtered from step 0 against the chunk filtered from
+    a zero state at its start.
+    """
+    steps = int(embed.shape[0])
+    full = filtered_features(world_model, embed, action)
+    length = max(offsets) + 1
+    gaps: dict[int, list[float]] = {k: [] for k in offsets}
+    for start in starts:
+        if start + length > steps:
+            raise ValueError(f"a chunk starting at {start} with offsets up to {max(offsets)} passes the episode's {steps} steps")
+        chunk = filtered_features(world_model, embed[start:start + length], action[start:start + length])
+        for k in offsets:
+            gaps[k].append(float(np.linalg.norm(chunk[k] - full[start + k]) / np.linalg.norm(full[start + k])))
+    return {k: float(np.mean(values)) for k, values in gaps.items()}
 
 
 def embed_episodes(world_model, episodes: list[dict], rng: tf.random.Generator) -> list[np.ndarray]:

@@ -18,9 +18,9 @@ costs: hours(episode n) = (n - seed episodes) * t_episode(that run) / 3600.
 Test phases and seed episodes are left out (the same for every run). This compares runs made
 at different times, on cores shared with other jobs or paused, by ratios measured in one run.
 
-    .venv/bin/python bench/collect_cost.py --logdir bench/results/cartpole_pixels/run \
-        --json bench/results/collect_cost.json --runs bench/results/cartpole_pixels/run \
-        bench/results/cartpole_pixels_sac/run --out bench/results/wall_clock.png
+    .venv/bin/python research/collect_cost.py --logdir bench/results/cartpole_pixels/run \
+        --json research/results/collect_cost.json --runs bench/results/cartpole_pixels/run \
+        bench/results/cartpole_pixels_sac/run --out research/results/wall_clock.png
 """
 
 from __future__ import annotations

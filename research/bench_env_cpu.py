@@ -1,13 +1,13 @@
 """How many cores one pixel environment uses: steps per second and the CPU time of its process.
 
 Usage:
-    MUJOCO_GL=egl .venv/bin/python bench/bench_env_cpu.py [--task dmc:cartpole-swingup] [--steps 120]
-    MUJOCO_GL=egl LP_NUM_THREADS=1 .venv/bin/python bench/bench_env_cpu.py   # one render thread
+    MUJOCO_GL=egl .venv/bin/python research/bench_env_cpu.py [--task dmc:cartpole-swingup] [--steps 120]
+    MUJOCO_GL=egl LP_NUM_THREADS=1 .venv/bin/python research/bench_env_cpu.py   # one render thread
 
 The environment runs in its own process (as `make_env` builds it); its user+system time comes
 from /proc/PID/stat. If one environment already uses U cores, N processes on C cores can make
 at most C / U times its steps per second: the bound behind the parallel-environment figures
-in the README's "Scaling out".
+in docs/scaling.md.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ with and without a warm start for several iteration counts. Each
 plan's quality is its *planned return*: the float32 model's predicted discounted return
 of the plan's action sequence, averaged over 100 sampled rollouts. Times are per plan.
 
-    .venv/bin/python bench/bench_planning.py --logdir bench/results/cartpole_pixels/run --states 20 \
-        --json bench/results/planning.json
+    .venv/bin/python research/bench_planning.py --logdir bench/results/cartpole_pixels/run --states 20 \
+        --json research/results/planning.json
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ and OUT_worst.png / OUT_best.png (every `--frame-every`-th observation of that e
 side, for pixel tasks). A return that is high in the first segments and near zero after says
 the episode failed at one moment (cheetah on its back) rather than acting poorly throughout.
 
-    .venv/bin/python bench/episode_strips.py --logdir RUN --policy sac --episodes 8 \\
-        --out bench/results/sac_head/anatomy/cheetah_head
+    .venv/bin/python research/episode_strips.py --logdir RUN --policy sac --episodes 8 \\
+        --out research/results/sac_head/anatomy/cheetah_head
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ each planner variant's search once and records, against the head's own action a_
 Variants are comma-separated `cem.*` overrides ("" for the run's own settings); a variant
 prefixed with `cem:` plans without the head (plain CEM, for comparison).
 
-    .venv/bin/python bench/guided_anatomy.py --logdir RUN --every 5 \\
-        --variants "" "cem.value_weight=0.5" "cem:" --json bench/results/sac_head/anatomy.json
+    .venv/bin/python research/guided_anatomy.py --logdir RUN --every 5 \\
+        --variants "" "cem.value_weight=0.5" "cem:" --json research/results/sac_head/anatomy.json
 """
 
 from __future__ import annotations

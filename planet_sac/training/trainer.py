@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import signal
 import threading
 import time
@@ -301,10 +302,26 @@ class Trainer:
             metrics = self.learner.catch_up(next(batches))
         return {f"catchup/{key}": float(value) for key, value in metrics.items()}
 
-    def collect_train_episodes(self) -> list[dict]:
-        """One episode per training environment, with the train-phase policy, into `train_episodes/`."""
+    def collecting_policy(self, collection: int) -> str:
+        """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
+
+        `policy.train`, except for a `policy.sac_share` of the collections, spread evenly (0.5: the 2nd, 4th, ...),
+        which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
+        where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
+        """
+        share = self.config.policy.sac_share
+        if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
+            return "sac"
+        return self.config.policy.train
+
+    def collect_train_episodes(self, policy: str | None = None) -> list[dict]:
+        """One episode per training environment, with the train phase of `policy` (default `policy.train`), into `train_episodes/`."""
         envs = self._train_envs()
-        episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
+        self.agent.policy.set_policies(train=policy or self.config.policy.train)
+        try:
+            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
+        finally:
+            self.agent.policy.set_policies(train=self.config.policy.train)
         self.counters.train_episodes.assign_add(len(episodes))
         self.counters.env_steps.assign_add(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat)
         return episodes
@@ -366,11 +383,13 @@ class Trainer:
                 values = {}
                 if self.collects and step % collect_every == 0:
                     collect_start = time.perf_counter()
-                    if self.config.policy.train in SAC_ACTING:
+                    collector = self.collecting_policy(step // collect_every - 1)
+                    if collector in SAC_ACTING:
                         values.update(self.catch_up_head(batches))
-                    episodes = self.collect_train_episodes()
+                    episodes = self.collect_train_episodes(collector)
                     window.collected(collect_start)
                     values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
+                    values[f"train/return/{collector}"] = values["train/return"]
                     values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
                     log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
                              values["train/return"], int(self.counters.env_steps.numpy()))

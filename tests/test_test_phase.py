@@ -89,14 +89,24 @@ def test_catch_up_needs_sac_updates(smoke_config):
     (1 / 3, ["cem", "cem", "sac", "cem", "cem", "sac"]),  # every third
     (0.0, ["cem", "cem", "cem"]),
 ])
-def test_sac_share_spreads_the_head_collections_evenly(smoke_config, tmp_path, share, expected):
-    from planet_sac.training.trainer import Trainer
+def test_sac_share_spreads_the_head_collections_evenly(smoke_config, share, expected):
+    from planet_sac.training.trainer import collecting_policy
 
-    trainer = Trainer(apply_overrides(smoke_config, [f"policy.sac_share={share}"]), str(tmp_path / "run"), progress=False)
-    try:
-        assert [trainer.collecting_policy(index) for index in range(len(expected))] == expected
-    finally:
-        trainer.close()
+    policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
+    assert [collecting_policy(policy, index) for index in range(len(expected))] == expected
+
+
+def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
+    """The fix of the first run (research/pendulum_head): in configs/pendulum.yaml the head collects 7 of the 15
+    training episodes (the 2nd, 4th, ...) and catches up with the model before each."""
+    from planet_sac.config import load_config
+    from planet_sac.training.trainer import collecting_policy
+
+    config = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "pendulum.yaml"))
+    collections = config.schedule.train_steps // config.schedule.collect_every
+    assert collections == 15
+    assert [collecting_policy(config.policy, index) for index in range(collections)] == ["cem", "sac"] * 7 + ["cem"]
+    assert config.sac.catchup_rounds > 0 and config.sac.updates_per_step > 0
 
 
 def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration(smoke_config, tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
-from planet_sac.config import Config, ConfigError, diff, load_config, read_config_file, save_config
+from planet_sac.config import Config, ConfigError, PolicyConfig, diff, load_config, read_config_file, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
@@ -48,6 +48,19 @@ EVAL_VIDEO_SIZE = 128
 """Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
 TEST_SEED_OFFSET = 10_000
 """The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
+
+
+def collecting_policy(policy: PolicyConfig, collection: int) -> str:
+    """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
+
+    `policy.train`, except for a `policy.sac_share` of the collections, spread evenly (0.5: the 2nd, 4th, ...),
+    which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
+    where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
+    """
+    share = policy.sac_share
+    if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
+        return "sac"
+    return policy.train
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
@@ -302,18 +315,6 @@ class Trainer:
             metrics = self.learner.catch_up(next(batches))
         return {f"catchup/{key}": float(value) for key, value in metrics.items()}
 
-    def collecting_policy(self, collection: int) -> str:
-        """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
-
-        `policy.train`, except for a `policy.sac_share` of the collections, spread evenly (0.5: the 2nd, 4th, ...),
-        which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
-        where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
-        """
-        share = self.config.policy.sac_share
-        if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
-            return "sac"
-        return self.config.policy.train
-
     def collect_train_episodes(self, policy: str | None = None) -> list[dict]:
         """One episode per training environment, with the train phase of `policy` (default `policy.train`), into `train_episodes/`."""
         envs = self._train_envs()
@@ -383,7 +384,7 @@ class Trainer:
                 values = {}
                 if self.collects and step % collect_every == 0:
                     collect_start = time.perf_counter()
-                    collector = self.collecting_policy(step // collect_every - 1)
+                    collector = collecting_policy(self.config.policy, step // collect_every - 1)
                     if collector in SAC_ACTING:
                         values.update(self.catch_up_head(batches))
                     episodes = self.collect_train_episodes(collector)

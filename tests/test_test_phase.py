@@ -96,6 +96,20 @@ def test_sac_share_spreads_the_head_collections_evenly(smoke_config, share, expe
     assert [collecting_policy(policy, index) for index in range(len(expected))] == expected
 
 
+@pytest.mark.parametrize("share", ["0.29", "0.7", "0.05"])
+def test_sac_share_is_exact_over_many_collections(smoke_config, share):
+    """The head's collections counted with exact fractions: floor((k + 1) s) > floor(k s) (0.29 x 100 is 28.999... in floats)."""
+    from fractions import Fraction
+
+    from planet_sac.training.trainer import collecting_policy
+
+    policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
+    exact = Fraction(share)
+    expected = ["sac" if (k + 1) * exact // 1 > k * exact // 1 else "cem" for k in range(200)]
+    assert [collecting_policy(policy, k) for k in range(200)] == expected
+    assert expected.count("sac") == int(200 * exact)
+
+
 def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
     """The fix of the first run (research/pendulum_head): in configs/pendulum.yaml the head collects 7 of the 15
     training episodes (the 2nd, 4th, ...) and catches up with the model before each."""

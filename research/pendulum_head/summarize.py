@@ -67,7 +67,8 @@ def main() -> None:
     for run in args.runs:
         row = {"run": run, "evaluation": evaluation(os.path.join(run, "evaluation.txt")),
                "train": gnu_time(os.path.join(run, "train.time")), "evaluate": gnu_time(os.path.join(run, "evaluate.time")),
-               "install": gnu_time(os.path.join(os.path.dirname(run.rstrip("/")), "install.time")),
+               "install": gnu_time(os.path.join(run, "install.time"))
+               or gnu_time(os.path.join(os.path.dirname(run.rstrip("/")), "install.time")),
                "timers": timers(os.path.join(run, "metrics.jsonl"))}
         rows.append(row)
     print("| run | random | CEM | SAC | train + evaluate wall (s) | CPU time (s) "

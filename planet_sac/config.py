@@ -219,12 +219,14 @@ class PolicyConfig:
     train: PolicyName = "cem"  # collects training episodes
     test: PolicyName = "cem"  # evaluates in the test phase; its episodes go to test_episodes/
     compare: list[PolicyName] = dataclasses.field(default_factory=list)  # also evaluated each test phase, not saved
+    sac_share: float = 0.0  # share of training episodes the SAC head collects instead of `train` (0.5: every other one)
     jit_compile: bool = True  # act through XLA (faster on CPU, see planet-sac bench); off under optim.strategy other than default
 
     def validate(self) -> None:
         _record("policy.compare", "each at most once")
         if len(set(self.compare)) != len(self.compare):
             raise ConfigError(f"policy.compare={self.compare}: lists a policy twice")
+        _in_range("policy.sac_share", self.sac_share, low=0.0, high=1.0)
 
 
 @dataclasses.dataclass

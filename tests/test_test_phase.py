@@ -89,3 +89,83 @@ def test_catch_up_needs_sac_updates(smoke_config):
         apply_overrides(smoke_config, ["sac.updates_per_step=0", "sac.catchup_rounds=2"])
     with pytest.raises(ConfigError, match="multi_worker"):
         apply_overrides(smoke_config, ["optim.strategy=multi_worker", "optim.jit_compile=false", "sac.catchup_rounds=2"])
+
+
+@pytest.mark.parametrize("share, expected", [
+    (0.5, ["cem", "sac", "cem", "sac"]),  # every other collection, the first by policy.train
+    (1 / 3, ["cem", "cem", "sac", "cem", "cem", "sac"]),  # every third
+    (0.0, ["cem", "cem", "cem"]),
+])
+def test_sac_share_spreads_the_head_collections_evenly(smoke_config, share, expected):
+    from planet_sac.training.trainer import collecting_policy
+
+    policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
+    assert [collecting_policy(policy, index) for index in range(len(expected))] == expected
+
+
+@pytest.mark.parametrize("share", ["0.29", "0.7", "0.05"])
+def test_sac_share_is_exact_over_many_collections(smoke_config, share):
+    """The head's collections counted with exact fractions: floor((k + 1) s) > floor(k s) (0.29 x 100 is 28.999... in floats)."""
+    from fractions import Fraction
+
+    from planet_sac.training.trainer import collecting_policy
+
+    policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
+    exact = Fraction(share)
+    expected = ["sac" if (k + 1) * exact // 1 > k * exact // 1 else "cem" for k in range(200)]
+    assert [collecting_policy(policy, k) for k in range(200)] == expected
+    assert expected.count("sac") == int(200 * exact)
+
+
+def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
+    """The fix of the first run (research/pendulum_head): in configs/pendulum.yaml the head collects 7 of the 15
+    training episodes (the 2nd, 4th, ...) and catches up with the model before each."""
+    from planet_sac.config import load_config
+    from planet_sac.training.trainer import collecting_policy
+
+    config = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "pendulum.yaml"))
+    collections = config.schedule.train_steps // config.schedule.collect_every
+    assert collections == 15
+    assert [collecting_policy(config.policy, index) for index in range(collections)] == ["cem", "sac"] * 7 + ["cem"]
+    assert config.sac.catchup_rounds > 0 and config.sac.updates_per_step > 0
+
+
+def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration(smoke_config, tmp_path, monkeypatch):
+    """40 updates with a collection every 10: CEM collects the 1st and 3rd episodes, the SAC head (sampling its
+    actions: the train phase) the 2nd and 4th, after its catch-up rounds; the train-phase policy is CEM again after each."""
+    from planet_sac.config import POLICIES
+    from planet_sac.training.trainer import Trainer
+
+    config = apply_overrides(smoke_config, ["schedule.train_steps=40", "schedule.train_phase_steps=100",
+                                            "schedule.collect_every=10", "schedule.log_every=100",
+                                            "policy.sac_share=0.5", "sac.catchup_rounds=2"])
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    acting = []  # the policy the compiled train-phase branch points at while each training actor runs
+
+    class SpyActor(trainer_module.Actor):
+        def run(self, num_episodes, progress=False):
+            if self.phase == "train" and self.policy is trainer.agent.policy:  # not the seed episodes' RandomPolicy
+                acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[0])])
+            return super().run(num_episodes, progress)
+
+    monkeypatch.setattr(trainer_module, "Actor", SpyActor)
+    try:
+        trainer.run()
+        # 40 updates x 1 SAC update + 2 head collections x 2 catch-up rounds x 1 update, counted by hand
+        assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 40 + 2 * 2
+        assert int(trainer.agent.policy.phase_policy.numpy()[0]) == POLICIES.index("cem")
+    finally:
+        trainer.close()
+    assert acting == ["cem", "sac", "cem", "sac"]
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    collected = [record for record in records if "train/return" in record]
+    assert [("train/return/sac" in record, "catchup/sac/q" in record) for record in collected] == [
+        (False, False), (True, True), (False, False), (True, True)]
+    assert all(("train/return/cem" in record) != ("train/return/sac" in record) for record in collected)
+    assert len(os.listdir(tmp_path / "run" / "train_episodes")) == 2 + 4  # smoke's 2 seed episodes + 4 collected
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5"])
+def test_sac_share_is_a_share(smoke_config, value):
+    with pytest.raises(ConfigError, match=rf"policy.sac_share={value}: must be in \[0.0, 1.0\]"):
+        apply_overrides(smoke_config, [f"policy.sac_share={value}"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import signal
 import threading
 import time
@@ -30,7 +31,7 @@ from tqdm import tqdm
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
-from planet_sac.config import Config, ConfigError, load_config, save_config
+from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
@@ -48,6 +49,19 @@ EVAL_VIDEO_SIZE = 128
 """Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
 TEST_SEED_OFFSET = 10_000
 """The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
+
+
+def collecting_policy(policy: PolicyConfig, collection: int) -> str:
+    """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
+
+    `policy.train`, except for a `policy.sac_share` of the collections, spread evenly (0.5: the 2nd, 4th, ...),
+    which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
+    where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
+    """
+    share = policy.sac_share
+    if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
+        return "sac"
+    return policy.train
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
@@ -307,10 +321,14 @@ class Trainer:
             metrics = self.learner.catch_up(next(batches))
         return {f"catchup/{key}": float(value) for key, value in metrics.items()}
 
-    def collect_train_episodes(self) -> list[dict]:
-        """One episode per training environment, with the train-phase policy, into `train_episodes/`."""
+    def collect_train_episodes(self, policy: str | None = None) -> list[dict]:
+        """One episode per training environment, with the train phase of `policy` (default `policy.train`), into `train_episodes/`."""
         envs = self._train_envs()
-        episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
+        self.agent.policy.set_policies(train=policy or self.config.policy.train)
+        try:
+            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
+        finally:
+            self.agent.policy.set_policies(train=self.config.policy.train)
         self.counters.train_episodes.assign_add(len(episodes))
         self.counters.env_steps.assign_add(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat)
         return episodes
@@ -356,7 +374,7 @@ class Trainer:
                 bar.set_description(TRAIN)
                 metrics, step = self._update(batches, window)
                 bar.update(1)
-                values = self._collect(batches, window, step) if when.collect(step) else {}
+                values = self._collect(batches, window, step, when.collection(step)) if when.collect(step) else {}
                 if when.log(step, collected=bool(values)):
                     last = self._log_train(values, metrics, window, replay)
                     bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
@@ -392,15 +410,17 @@ class Trainer:
             )
         return metrics, step
 
-    def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int) -> dict:
-        """Training episodes (after the SAC head's catch-up when it acts); their return and length."""
+    def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int, collection: int) -> dict:
+        """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length."""
         collect_start = time.perf_counter()
         values = {}
-        if self.config.policy.train in SAC_ACTING:
+        collector = collecting_policy(self.config.policy, collection)
+        if collector in SAC_ACTING:
             values.update(self.catch_up_head(batches))
-        episodes = self.collect_train_episodes()
+        episodes = self.collect_train_episodes(collector)
         window.collected(collect_start)
         values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
+        values[f"train/return/{collector}"] = values["train/return"]
         values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
         log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
                  values["train/return"], int(self.counters.env_steps.numpy()))
@@ -472,6 +492,10 @@ class Every:
 
     def collect(self, step: int) -> bool:
         return self.collect_every > 0 and step % self.collect_every == 0
+
+    def collection(self, step: int) -> int:
+        """Which collection a collecting `step` is: 0 for the first after the seed episodes."""
+        return step // self.collect_every - 1
 
     def log(self, step: int, collected: bool = False) -> bool:
         """Every `log_every` updates, and after every collection (its returns are logged at once)."""

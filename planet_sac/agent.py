@@ -68,7 +68,7 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
     config = apply_overrides(find_run_config(checkpoint), list(overrides))
     resolve(checkpoint)  # fails with a clear message before an environment is started
     env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
-                   config.env.image_size)
+                   config.env.image_size, config.env.shadow_size)
     agent = Agent.build(config, config.env.obs, env.observation_space[config.env.obs].shape, env.action_space.shape[0])
     try:
         step = agent.restore(checkpoint, include).step

@@ -37,6 +37,7 @@ class EnvConfig:
     image_size: int = 64  # height and width of image observations (the conv decoder needs 64)
     seed: int = 0  # seeds the training environment (the test environment uses seed + 10000)
     num_envs: int = 1  # environments stepped in parallel processes while collecting (1 = in this process)
+    shadow_size: int | None = None  # dm_control: MuJoCo shadow-map size (None = the model's 4096; 1024: same pixels, faster; docs/performance.md)
 
     def validate(self) -> None:
         _record("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
@@ -48,6 +49,9 @@ class EnvConfig:
         _positive("env.num_envs", self.num_envs)
         _positive("env.time_limit", self.time_limit)
         _positive("env.image_size", self.image_size)
+        _positive("env.shadow_size", self.shadow_size)
+        if self.shadow_size is not None and not self.task.startswith("dmc:"):
+            raise ConfigError(f"env.shadow_size={self.shadow_size}: applies to dm_control tasks only (env.task={self.task!r})")
 
 
 @dataclasses.dataclass

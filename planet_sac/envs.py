@@ -27,6 +27,7 @@ This module and ``planet_sac/__init__.py`` must therefore never import TensorFlo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import logging
 import math
@@ -69,6 +70,7 @@ def make_env(
     time_limit: int | None = None,
     seed: int | None = None,
     image_size: int = 64,
+    shadow_size: int | None = None,
     _spawn: bool = True,
 ) -> gymnasium.Env:
     """Create an environment for ``task`` with dict observations and actions in [-1, 1].
@@ -81,6 +83,8 @@ def make_env(
             (divided by ``action_repeat``, rounded up).
         seed: Seeds the first ``reset`` and the action space, so equal seeds give equal episodes.
         image_size: Height and width of image observations.
+        shadow_size: MuJoCo's shadow-map size for dm_control frames (None: the model's, 4096); a
+            smaller map renders faster on a software rasteriser (docs/performance.md).
 
     Raises:
         ConfigError: For a malformed or unknown task, or an unsupported observation or action space.
@@ -97,12 +101,16 @@ def make_env(
     source, sep, name = task.partition(":")
     if not sep or not name:
         raise ConfigError(f"bad task {task!r}: {_TASK_FORMAT}")
+    if shadow_size is not None and (source != "dmc" or shadow_size < 1):
+        raise ConfigError(f"shadow_size={shadow_size}: a positive size, for dm_control tasks only (got task {task!r})")
     if source == "gym":
         kind: type[SimEnv] = GymEnv
         env_id = import_gym_module(name)
         uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(env_id), "entry_point", ""))
     elif source == "dmc":
         kind, uses_mujoco = DMCEnv, True
+        if shadow_size is not None:
+            kind = functools.partial(DMCEnv, shadow_size=shadow_size)  # type: ignore[assignment]
     else:
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
@@ -373,7 +381,8 @@ class DMCEnv(SimEnv):
     default_steps = DMC_DEFAULT_STEPS
 
     def __init__(
-        self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None
+        self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None,
+        shadow_size: int | None = None,
     ) -> None:
         super().__init__(obs_key, action_repeat, image_size, seed)
         os.environ.setdefault("MUJOCO_GL", "egl")
@@ -391,6 +400,8 @@ class DMCEnv(SimEnv):
         self._env = suite.load(
             domain, task, task_kwargs={"random": seed, "time_limit": float("inf")}
         )
+        if shadow_size is not None:  # read when the first frame creates the rendering context
+            self._env.physics.model.vis.quality.shadowsize = shadow_size
         spec = self._env.action_spec()
         self.action_space = spaces.Box(
             spec.minimum.astype(np.float32), spec.maximum.astype(np.float32), spec.shape, np.float32
@@ -749,9 +760,9 @@ class ParallelEnvs:
     """
 
     def __init__(self, task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
-                 num_envs: int, max_restarts: int = 3, restart_window: float = 300.0):
+                 num_envs: int, max_restarts: int = 3, restart_window: float = 300.0, shadow_size: int | None = None):
         self.num_envs = num_envs
-        self._args = (task, obs, action_repeat, time_limit, seed, image_size)
+        self._args = (task, obs, action_repeat, time_limit, seed, image_size, shadow_size)
         self.restarts = [0] * num_envs
         self.max_restarts = max_restarts
         self.restart_window = restart_window
@@ -774,9 +785,10 @@ class ParallelEnvs:
         self.action_space = self._envs[0].action_space
 
     def _start(self, index: int) -> EnvProcess:
-        task, obs, action_repeat, time_limit, seed, image_size = self._args
+        task, obs, action_repeat, time_limit, seed, image_size, shadow_size = self._args
         seed = seed + index + 1000 * self.restarts[index]
-        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size, environment=self._threads,
+        return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size, shadow_size,
+                          environment=self._threads,
                           python_path=self._python_path)
 
     def _replace(self, index: int, error: Exception) -> None:
@@ -841,16 +853,17 @@ class ParallelEnvs:
             env.close()
 
 
-def _local_env(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int) -> gymnasium.Env:
+def _local_env(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
+               shadow_size: int | None = None) -> gymnasium.Env:
     """`make_env` inside an environment's child process (which never loads TensorFlow, so MuJoCo can stay here)."""
-    return make_env(task, obs, action_repeat, time_limit, seed, image_size, _spawn=False)
+    return make_env(task, obs, action_repeat, time_limit, seed, image_size, shadow_size, _spawn=False)
 
 
 def make_envs(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
-              num_envs: int = 1) -> EnvBatch:
+              num_envs: int = 1, shadow_size: int | None = None) -> EnvBatch:
     """`num_envs` environments as one batch: in this process for 1, else `ParallelEnvs` (see `make_env`)."""
     if num_envs < 1:
         raise ConfigError(f"env.num_envs={num_envs}: must be >= 1")
     if num_envs == 1:
-        return LocalEnvs(make_env(task, obs, action_repeat, time_limit, seed, image_size))
-    return ParallelEnvs(task, obs, action_repeat, time_limit, seed, image_size, num_envs)
+        return LocalEnvs(make_env(task, obs, action_repeat, time_limit, seed, image_size, shadow_size))
+    return ParallelEnvs(task, obs, action_repeat, time_limit, seed, image_size, num_envs, shadow_size=shadow_size)

@@ -215,7 +215,8 @@ def render_seconds_per_frame(config: Config, frames: int = 30) -> float:
 
     seconds = {}
     for obs in ("image", "state"):
-        env = make_env(config.env.task, obs, config.env.action_repeat, None, config.env.seed, config.env.image_size)
+        env = make_env(config.env.task, obs, config.env.action_repeat, None, config.env.seed, config.env.image_size,
+                       config.env.shadow_size if obs == "image" else None)
         try:
             env.reset()
             actions = np.random.default_rng(0).uniform(-1, 1, (frames, *env.action_space.shape)).astype(np.float32)
@@ -261,7 +262,7 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
                 continue
             if env is None:
                 env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
-                               config.env.image_size)
+                               config.env.image_size, config.env.shadow_size)
             agent.policy.set_policies(test=policy)
             start = time.perf_counter()
             actor = Actor(env, agent.policy, TEST)

@@ -228,3 +228,44 @@ def test_bad_task_raises_helpful_value_error(task, hint):
 def test_bad_obs_raises_value_error():
     with pytest.raises(ValueError, match="obs must be one of"):
         make_env("gym:Pendulum-v1", obs="pixels")
+
+
+def _dmc_frames(shadow_size, num_envs=None):
+    """Four cartpole frames (reset + 3 steps of action 0.5) rendered with `shadow_size`, in a single env or a batch."""
+    if num_envs is None:
+        env = make_env("dmc:cartpole-swingup", "image", 8, None, 0, 64, shadow_size)
+        frames = [env.reset(seed=0)[0]["image"]]
+        for _ in range(3):
+            frames.append(env.step(np.full(1, 0.5, np.float32))[0]["image"])
+        env.close()
+        return np.stack(frames).astype(int)
+    from planet_sac.envs import make_envs
+
+    envs = make_envs("dmc:cartpole-swingup", "image", 8, None, 0, 64, num_envs, shadow_size)
+    try:
+        frames = [envs.reset(0)["image"]]
+        for _ in range(3):
+            frames.append(envs.step({0: np.full(1, 0.5, np.float32)})[0].obs["image"])
+    finally:
+        envs.close()
+    return np.stack(frames).astype(int)
+
+
+@needs_dmc
+def test_shadow_size_reaches_the_renderer_in_single_and_parallel_environments():
+    default = _dmc_frames(None)
+    np.testing.assert_array_equal(_dmc_frames(4096), default)  # MuJoCo's own default: the same pixels
+    assert np.abs(_dmc_frames(32) - default).mean() > 0.005  # a coarse shadow map moves the shadows' edges
+    assert np.abs(_dmc_frames(32, num_envs=2) - _dmc_frames(None, num_envs=2)).mean() > 0.005
+
+
+def test_shadow_size_is_for_dm_control_tasks_only():
+    from planet_sac.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="dm_control tasks only"):
+        make_env("gym:Pendulum-v1", "state", shadow_size=1024)
+    with pytest.raises(ConfigError, match="env.shadow_size"):
+        load_config(None, ["env.task=gym:Pendulum-v1", "env.obs=state", "env.shadow_size=1024"])
+    with pytest.raises(ConfigError, match="env.shadow_size"):
+        load_config(None, ["env.shadow_size=0"])
+    assert load_config(None, ["env.shadow_size=1024"]).env.shadow_size == 1024

@@ -38,7 +38,7 @@ def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", ac
                    progress: bool = True) -> list[dict]:
     """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs)."""
     env = apply_overrides(Config(), list(overrides)).env
-    envs = make_envs(task, obs, action_repeat, time_limit, seed, env.image_size, env.num_envs)
+    envs = make_envs(task, obs, action_repeat, time_limit, seed, env.image_size, env.num_envs, env.shadow_size)
     actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, outdir)
     try:
         return actor.run(episodes, progress=progress)
@@ -61,7 +61,8 @@ class Collector:
         self.per_checkpoint = per_checkpoint
         self.config = apply_overrides(self._wait_for_run(checkpoint, wait_seconds), list(overrides))
         env = self.config.env
-        self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size, env.num_envs)
+        self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size, env.num_envs,
+                              env.shadow_size)
         try:
             self.agent = Agent.build(self.config, env.obs, self.envs.observation_space[env.obs].shape,
                                      self.envs.action_space.shape[0])

@@ -1,17 +1,22 @@
-"""Configs from users are untrusted: YAML alias bombs, huge values, folders, unreadable and binary files
-each end in one short line (exit status 2), never a traceback or a message that quotes the whole value."""
+"""Input from users is untrusted. Configs: YAML alias bombs, huge values, folders, unreadable and binary files
+each end in one short line (exit status 2), never a traceback or a message that quotes the whole value.
+Offline data: the task defines the episode format; files in another, folders and dangling symlinks are
+skipped and counted."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from planet_sac.cli import main
 from planet_sac.config import ConfigError, load_config
+from planet_sac.episodes.storage import list_episodes
 from planet_sac.plotting import _task
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, DATA
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 # 9 ** 5 = 59,049 names from 255 bytes; one more level (`e: &e [*d, ...]`) is half a million, and so on.
@@ -134,3 +139,61 @@ def test_load_config_raises_config_error_for_bombs(tmp_path):
     path.write_text(BOMB)
     with pytest.raises(ConfigError, match="aliases"):
         load_config(path)
+
+
+# ----------------------------------------------------------------------------- offline data in another format
+
+
+def pendulum_copy(directory, *, first_action_dim: int | None = None) -> list[str]:
+    """The shipped Pendulum episodes (1-d actions, 3-d states) copied into `directory`; with `first_action_dim`,
+    one more: the first episode with its action repeated into that many columns, named to sort before the rest."""
+    directory.mkdir()
+    paths = list_episodes(str(DATA / "pendulum_state"))
+    for path in paths:
+        shutil.copy(path, directory)
+    if first_action_dim:
+        with np.load(paths[0]) as file:
+            episode = dict(file)
+        episode["action"] = np.repeat(episode["action"], first_action_dim, axis=1)
+        np.savez_compressed(str(directory / "00000000T000000-2d-action-200.npz"), **episode)
+    return sorted(os.listdir(directory))
+
+
+def records(logdir) -> list[dict]:
+    with open(os.path.join(logdir, "metrics.jsonl")) as file:
+        return [json.loads(line) for line in file]
+
+
+def test_offline_data_is_read_in_the_tasks_format_not_the_first_files(tmp_path, capsys):
+    data = tmp_path / "data"
+    names = pendulum_copy(data, first_action_dim=2)
+    assert names[0].startswith("00000000T000000-2d-action")  # the bad one sorts first: it used to set the format
+    os.mkdir(data / "20300101T000000-folder-10.npz")  # named like episodes, but not files
+    os.symlink(tmp_path / "gone.npz", data / "20300101T000001-dangling-10.npz")
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(data), "--train-steps", "5",
+                 "--set", "schedule.log_every=5", "--quiet"]) == 0
+    last = records(logdir)[-1]
+    assert last["replay/files_loaded"] == 5.0  # the five Pendulum episodes
+    assert last["replay/files_mismatched"] == 1.0 and last["replay/files_skipped"] == 3.0
+    capsys.readouterr()
+    # The model acts in Pendulum's 1-d action space: evaluating it on the task works.
+    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--quiet"]) == 0
+
+
+def test_offline_data_in_no_usable_format_says_what_the_task_expects(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    with np.load(list_episodes(str(DATA / "pendulum_state"))[0]) as file:
+        episode = dict(file)
+    np.savez_compressed(str(data / "a-200.npz"), **dict(episode, action=np.repeat(episode["action"], 2, axis=1)))
+    np.savez_compressed(str(data / "b-200.npz"), **dict(episode, action=np.repeat(episode["action"], 2, axis=1)))
+    np.savez_compressed(str(data / "c-200.npz"), **dict(episode, state=np.repeat(episode["state"], 2, axis=1)))
+    assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--offline-data", str(data),
+                 "--set", "data.wait_seconds=0.5", "--train-steps", "5", "--quiet"]) == 2
+    *warnings, line = capsys.readouterr().err.strip().splitlines()
+    assert len(warnings) == 3 and all(warning.startswith("warning: Skipping episode file ") for warning in warnings)
+    assert line.startswith("planet-sac train: error: No usable episodes in ")
+    assert "(3 files skipped: 2 spec mismatch (action dim 2, expected 1), " \
+           "1 spec mismatch ('state' observations of shape (6,), expected (3,)))" in line
+    assert "The task expects 'state' observations of shape (3,) and 1-d actions" in line

@@ -33,11 +33,11 @@ from planet_sac.config import Config, ConfigError, diff, load_config, read_confi
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import load_episode
+from planet_sac.episodes.storage import EpisodeSpec, load_episode
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger
-from planet_sac.training.run_dir import episode_stats, first_episode_spec, prepare_logdir
+from planet_sac.training.run_dir import episode_stats, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
@@ -115,6 +115,7 @@ class Trainer:
         self._can_render = True
         try:
             obs_shape, action_size = self._data_shapes()
+            self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
             with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
                 self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
@@ -137,16 +138,13 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _data_shapes(self) -> tuple[tuple[int, ...], int]:
-        """(observation shape, action size), from the offline data or from the environment."""
-        if self.offline:
-            if not tf.io.gfile.isdir(self.train_dir):
-                raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
-            spec = first_episode_spec(self.train_dir)
-            shapes = spec.step_shapes()
-            if self.config.env.obs not in shapes:
-                raise ConfigError(f"{self.train_dir} holds {', '.join(spec.keys[:-3])} observations but "
-                                  f"env.obs={self.config.env.obs}; pass --set env.obs=... to match the data")
-            return tuple(shapes[self.config.env.obs]), spec.action_dim
+        """(observation shape, action size) of the configured task, from its environment's spaces.
+
+        Offline data too is read in the task's format: files in another (a different action size or
+        observation shape) are skipped and counted by the replay, never taken as the format.
+        """
+        if self.offline and not tf.io.gfile.isdir(self.train_dir):
+            raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
         env = self._train_envs() if self.collects else self._test_env()
         return tuple(env.observation_space[self.config.env.obs].shape), int(env.action_space.shape[0])
 
@@ -277,7 +275,7 @@ class Trainer:
         if self._test_chunks is None:
             replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
                                    keys=(self.config.env.obs, "action", "reward", "discount"),
-                                   wait_seconds=0.0, seed=self.config.seed + 20_000)
+                                   wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec)
             self._test_chunks = iter(replay)
         try:
             chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
@@ -333,7 +331,7 @@ class Trainer:
                                        every=self.config.data.every, max_episodes=self.config.data.max_episodes,
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
-                                       seed=self.config.seed + int(self.counters.step.numpy()))
+                                       seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec)
         batches = iter(dataset)
         step = int(self.counters.step.numpy())
         last: dict = {}

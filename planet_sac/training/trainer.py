@@ -36,7 +36,7 @@ from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec, load_episode
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
-from planet_sac.training.logger import Logger
+from planet_sac.training.logger import Logger, untracked
 from planet_sac.training.run_dir import episode_stats, prepare_logdir
 
 log = logging.getLogger("planet_sac")
@@ -185,9 +185,10 @@ class Trainer:
     def _sync_episode_counters(self) -> None:
         """Episode counters follow the files on disk: episodes written after the last checkpoint, or by collectors, count once."""
         episodes, steps = episode_stats(self.train_dir)
-        self.counters.train_episodes.assign(episodes)
-        self.counters.env_steps.assign(steps * self.config.env.action_repeat)
-        self.counters.test_episodes.assign(episode_stats(self.test_dir)[0])
+        # As numpy values: TensorFlow caches the tensor of every Python int it converts, for good (see untracked).
+        self.counters.train_episodes.assign(untracked(episodes, np.int64))
+        self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
+        self.counters.test_episodes.assign(untracked(episode_stats(self.test_dir)[0], np.int64))
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
@@ -304,7 +305,8 @@ class Trainer:
         envs = self._train_envs()
         episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
         self.counters.train_episodes.assign_add(len(episodes))
-        self.counters.env_steps.assign_add(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat)
+        self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
+                                                     np.int64))
         return episodes
 
     def _log(self, values: dict, phase: str) -> dict:

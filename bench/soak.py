@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +34,23 @@ OVERRIDES = ("data.max_episodes=50", "schedule.train_phase_steps=500", "schedule
 def sample(process: psutil.Process) -> dict:
     with process.oneshot():
         return {"rss_mb": process.memory_info().rss / 2**20, "fds": process.num_fds(), "threads": process.num_threads()}
+
+
+def progress(logdir: str) -> dict:
+    """Updates and train episodes so far, from the run's last metrics.jsonl record (growth per iteration, not per minute)."""
+    try:
+        with open(os.path.join(logdir, "metrics.jsonl"), "rb") as file:
+            file.seek(max(0, os.path.getsize(file.name) - 65536))
+            lines = file.read().splitlines()
+        for line in reversed(lines):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            return {"step": int(record["step"]), "episodes": int(record.get("episodes", 0))}
+    except OSError:
+        pass
+    return {"step": 0, "episodes": 0}
 
 
 def draw(rows: list[dict], path: str) -> None:
@@ -89,9 +107,10 @@ def main() -> None:
             time.sleep(args.interval)
             if child.poll() is not None:
                 raise SystemExit(f"training exited early with status {child.returncode}")
-            row = {"minute": round((time.monotonic() - start) / 60, 2), **sample(process)}
+            row = {"minute": round((time.monotonic() - start) / 60, 2), **sample(process), **progress(args.logdir)}
             rows.append(row)
-            print(f"{row['minute']:6.1f} min  rss {row['rss_mb']:8.1f} MB  fds {row['fds']:4d}  threads {row['threads']:4d}", flush=True)
+            print(f"{row['minute']:6.1f} min  step {row['step']:7d}  episodes {row['episodes']:5d}  rss {row['rss_mb']:8.1f} MB  "
+                  f"fds {row['fds']:4d}  threads {row['threads']:4d}", flush=True)
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=120)
@@ -107,6 +126,11 @@ def main() -> None:
         raise SystemExit("not enough samples after the warm-up; run longer")
     first, peak = after[0], max(after, key=lambda row: row["rss_mb"])
     growth = (peak["rss_mb"] - first["rss_mb"]) / first["rss_mb"] * 100
+    last = after[-1]
+    updates, episodes = last["step"] - first["step"], last["episodes"] - first["episodes"]
+    grown = last["rss_mb"] - first["rss_mb"]
+    print(f"after {args.warmup_minutes:g} min: {updates} updates, {episodes} episodes; rss {first['rss_mb']:.1f} -> "
+          f"{last['rss_mb']:.1f} MB: {grown * 2**10 / max(updates, 1):+.3f} KB/update, {grown * 2**10 / max(episodes, 1):+.2f} KB/episode")
     print(f"after {args.warmup_minutes:g} min: rss {first['rss_mb']:.1f} -> peak {peak['rss_mb']:.1f} MB ({growth:+.1f}%), "
           f"fds {first['fds']} -> {after[-1]['fds']}, threads {first['threads']} -> {after[-1]['threads']}; "
           f"exit status after SIGTERM {child.returncode}")

@@ -6,7 +6,8 @@ Usage:
 Builds the soak run (`bench/soak.py`'s config) in-process, then repeats one part of the
 training loop at a time: a world-model + SAC update on one fixed batch, drawing a batch
 from the replay dataset, writing a metrics record, saving a checkpoint, collecting an
-episode. Each part runs `--warmup` times first (tracing, caches), then `--repeats` times;
+episode, a whole test phase and its pieces (held-out loss, critic vs returns, open-loop
+prediction, a compared policy's episodes). Each part runs `--warmup` times first (tracing, caches), then `--repeats` times;
 the resident memory (RSS) growth per call of the measured part is printed, together with
 the growth of the memory Python objects hold (tracemalloc), which tells native memory
 (TensorFlow, the allocator) from Python objects.
@@ -74,14 +75,28 @@ def main() -> None:
         step[0] += 1
         trainer.checkpointer.save(step[0])
 
+    from planet_sac.diagnostics import critic_vs_returns
+    from planet_sac.episodes.storage import list_episodes, load_episode
+
+    test_episode = load_episode(list_episodes(trainer.test_dir)[0])
+
+    def compare() -> None:
+        trainer._compare_return("cem")
+
     parts = {
+        "test_phase": trainer.run_test_phase,  # held-out loss, test episodes, critic vs returns, video, checkpoint
+        "held_out": trainer.held_out_loss,
+        "critic": lambda: critic_vs_returns(trainer.agent.world_model, trainer.agent.sac, test_episode,
+                                            config.sac.discount),
+        "open_loop": lambda: trainer.log_open_loop(fixed),
+        "compare": compare,
         "update": lambda: trainer.learner.update(fixed),
         "batch": lambda: next(batches),
         "log": lambda: trainer.logger.scalars(0, metrics, phase="train"),
         "checkpoint": checkpoint,
         "episode": trainer.collect_train_episodes,
     }
-    few = {"checkpoint": 10, "episode": 20}  # slow parts: fewer calls
+    few = {"checkpoint": 10, "episode": 20, "test_phase": 30, "compare": 20, "critic": 10, "open_loop": 10}  # slow parts
     for name in args.parts:
         repeats = max(args.repeats // few[name], 20) if name in few else args.repeats
         warmup = max(args.warmup // few[name], 5) if name in few else args.warmup

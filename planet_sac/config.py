@@ -9,8 +9,10 @@ silently ignored typo wastes a day of training.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
+import reprlib
 import types
 import typing
 from pathlib import Path
@@ -43,7 +45,7 @@ class EnvConfig:
         _record("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
         if not (self.task.startswith("gym:") or self.task.startswith("dmc:")) or len(self.task) < 5:
             raise ConfigError(
-                f"env.task={self.task!r}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
+                f"env.task={_show(self.task)}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
             )
         _positive("env.action_repeat", self.action_repeat)
         _positive("env.num_envs", self.num_envs)
@@ -229,7 +231,8 @@ class PolicyConfig:
     def validate(self) -> None:
         _record("policy.compare", "each at most once")
         if len(set(self.compare)) != len(self.compare):
-            raise ConfigError(f"policy.compare={self.compare}: lists a policy twice")
+            twice = sorted(name for name, count in collections.Counter(self.compare).items() if count > 1)
+            raise ConfigError(f"policy.compare={_show(self.compare)}: lists {', '.join(twice)} more than once")
         _in_range("policy.sac_share", self.sac_share, low=0.0, high=1.0)
 
 
@@ -317,20 +320,17 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
     data = config.to_dict()
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. data.batch_size=16")
+            raise ConfigError(f"--set {_show(item)}: expected section.key=value, e.g. data.batch_size=16")
         key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as error:
-            raise ConfigError(f"--set {item!r}: value is not a YAML scalar ({error.__class__.__name__})") from None
+        value = load_yaml(raw, f"--set {_cut(key, 60)}") if raw.strip() else None
         node: dict[str, Any] = data
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
             if part not in node or not isinstance(node[part], dict):
-                raise ConfigError(f"--set {key}: " + _unknown_key(".".join(parts[: i + 1]), list(node)))
+                raise ConfigError(f"--set {_cut(key, 60)}: " + _unknown_key(".".join(parts[: i + 1]), list(node)))
             node = node[part]
         if parts[-1] not in node:
-            raise ConfigError(f"--set {key}: " + _unknown_key(key, list(node)))
+            raise ConfigError(f"--set {_cut(key, 60)}: " + _unknown_key(key, list(node)))
         node[parts[-1]] = value
     return from_dict(data, source="--set")
 
@@ -350,12 +350,12 @@ def read_config_file(path: str) -> Config:
     """Reads a config previously written by `save_config` (local or gfile path)."""
     import tensorflow as tf
 
-    with tf.io.gfile.GFile(path, "r") as file:
-        try:
-            data = yaml.safe_load(file.read()) or {}
-        except yaml.YAMLError as error:
-            raise ConfigError(f"{path}: not valid YAML ({error})") from None
-    return from_dict(data, source=path)
+    try:
+        with tf.io.gfile.GFile(path, "rb") as file:
+            raw = file.read()
+    except (tf.errors.OpError, OSError) as error:
+        raise ConfigError(f"{path}: cannot be read ({_reason(error)})") from None
+    return from_dict(_parse_mapping(raw, str(path)), source=path)
 
 
 def diff(a: Config, b: Config) -> list[str]:
@@ -368,15 +368,98 @@ def diff(a: Config, b: Config) -> list[str]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    """A user's config file as a mapping; anything else (missing, a folder, unreadable, not UTF-8 YAML) is one line."""
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist (the shipped configs are in configs/*.yaml)")
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; pass a YAML file such as configs/smoke.yaml")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+        raw = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"config file {path} cannot be read ({_reason(error)})") from None
+    return _parse_mapping(raw, str(path))
+
+
+def _parse_mapping(raw: bytes, source: str) -> dict[str, Any]:
+    """YAML bytes (UTF-8) to the mapping of sections a config file holds; `{}` for an empty file."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source}: not a UTF-8 text file (byte {error.start} is {raw[error.start:error.start + 1]!r}); "
+                          "a config is a YAML file") from None
+    data = load_yaml(text, source)
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping of sections")
+        raise ConfigError(f"{source}: top level must be a mapping of sections, got {type(data).__name__}")
     return data
+
+
+def _reason(error: BaseException) -> str:
+    """An OS or gfile error's cause in a few words (`Permission denied`, `Is a directory`), not its paths."""
+    reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error.__class__.__name__
+    return str(reason).splitlines()[0][:120]
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases (`*name`).
+
+    An alias makes the value it names appear again without being written again, so a few
+    hundred bytes of nested aliases (a "billion laughs") stand for gigabytes once anything
+    walks, copies or prints the value. A config never needs them: refused where the
+    alias is composed, before anything is built.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ConfigError(f"{self._source}: YAML aliases are not allowed in configs (*{_cut(event.anchor, 40)} "
+                              f"at line {event.start_mark.line + 1}); write the value out")
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parses YAML from a user (config files, `--set` values, a run's config.yaml) safely: no tags, no aliases.
+
+    Errors are one `ConfigError` line naming `source`; nothing of the input is quoted beyond a cut excerpt.
+    """
+    loader = _ConfigLoader(text)
+    loader._source = source
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{source}: not valid YAML: {_cut(_yaml_problem(error), 160)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error's problem and where it is, on one line."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(error).split())
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxset = 6
+_repr.maxdict = 4
+_repr.maxlevel = 3
+
+
+def _cut(value: Any, limit: int = 80) -> str:
+    """At most about `limit` characters of `value` (a str as is, anything else as its repr), for messages."""
+    text = value if isinstance(value, str) else _repr.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show(value: Any) -> str:
+    """A user's value as quoted in an error message: its repr, cut to about 80 characters (never the whole of a huge value)."""
+    return _cut(_repr.repr(value))
 
 
 def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
@@ -390,7 +473,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{source}: {prefix}{name} must be a mapping of keys, got {value!r}")
+                raise ConfigError(f"{source}: {prefix}{name} must be a mapping of keys, got {_show(value)}")
             kwargs[name] = _build(hint, value, prefix=f"{prefix}{name}.", source=source)
         else:
             kwargs[name] = _coerce(value, hint, f"{prefix}{name}", source)
@@ -402,13 +485,13 @@ def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
     origin = typing.get_origin(hint)
     if origin is list:
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{source}: {key}={value!r} must be a list, e.g. [sac, sac_guided_cem]")
+            raise ConfigError(f"{source}: {key}={_show(value)} must be a list, e.g. [sac, sac_guided_cem]")
         (item,) = typing.get_args(hint)
         return [_coerce(element, item, f"{key}[{i}]", source) for i, element in enumerate(value)]
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ConfigError(f"{source}: {key}={value!r} is not allowed; choose one of {', '.join(map(str, choices))}")
+            raise ConfigError(f"{source}: {key}={_show(value)} is not allowed; choose one of {', '.join(map(str, choices))}")
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(hint)
@@ -423,7 +506,7 @@ def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
             except ConfigError as error:
                 errors.append(error)
         allowed = " or ".join("null" if a is type(None) else a.__name__ for a in args)
-        raise ConfigError(f"{source}: {key}={value!r} has the wrong type; expected {allowed}")
+        raise ConfigError(f"{source}: {key}={_show(value)} has the wrong type; expected {allowed}")
     if hint is bool:
         if isinstance(value, bool):
             return value
@@ -440,14 +523,14 @@ def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
             return value
     else:
         raise ConfigError(f"{source}: {key}: unsupported type {hint!r}")
-    raise ConfigError(f"{source}: {key}={value!r} has the wrong type; expected {hint.__name__}")
+    raise ConfigError(f"{source}: {key}={_show(value)} has the wrong type; expected {hint.__name__}")
 
 
 def _unknown_key(key: str, allowed: list[str]) -> str:
     leaf = key.split(".")[-1]
     close = difflib.get_close_matches(leaf, allowed, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown config key {key!r}{hint}; allowed here: {', '.join(allowed)}"
+    return f"unknown config key {_show(key)}{hint}; allowed here: {', '.join(allowed)}"
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -96,13 +96,15 @@ def run_labels(logdirs: Sequence[str]) -> list[str]:
 
 def _task(logdir: str) -> str | None:
     """`task (obs)` from the run's config.yaml, if it has one."""
-    import yaml
+    from planet_sac.config import ConfigError, load_yaml
 
     try:
-        with open(os.path.join(logdir, "config.yaml")) as file:
-            env = (yaml.safe_load(file) or {}).get("env", {})
-        return f"{env['task']} ({env['obs']})"
-    except (OSError, KeyError, TypeError, AttributeError, yaml.YAMLError):
+        with open(os.path.join(logdir, "config.yaml"), "rb") as file:
+            env = (load_yaml(file.read().decode("utf-8"), "config.yaml") or {}).get("env", {})
+        if not isinstance(env["task"], str) or not isinstance(env["obs"], str):
+            return None
+        return f"{env['task'][:60]} ({env['obs'][:20]})"
+    except (OSError, KeyError, TypeError, AttributeError, UnicodeDecodeError, ConfigError):
         return None
 
 

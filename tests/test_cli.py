@@ -221,5 +221,6 @@ def test_logdir_that_is_a_file_fails_fast(tmp_path, capsys):
 
 def test_offline_data_with_other_observations_is_a_clear_error(tmp_path, capsys):
     assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "x"), "--offline-data",
-                 str(DATA / "cartpole_swingup_image"), "--quiet"]) == 2
-    assert "env.obs=state" in capsys.readouterr().err
+                 str(DATA / "cartpole_swingup_image"), "--set", "data.wait_seconds=0.5", "--quiet"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "spec mismatch (no 'state' observations, has image)" in error and "env.obs" in error

@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import episode_filename, save_episode
+from planet_sac.episodes.loader import EpisodeReplay, NoEpisodesError, make_dataset
+from planet_sac.episodes.storage import EpisodeSpec, episode_filename, save_episode
 from tests.conftest import logged_warnings
 
 BASE_TIME = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -403,3 +403,49 @@ def test_make_dataset_batches(tmp_path):
     subset, _ = make_dataset(str(tmp_path), batch_size=2, chunk_length=5, keys=("image", "action"), seed=0)
     batch = next(iter(subset))
     assert set(batch) == {"image", "action"} and batch["image"].shape == (2, 5, 64, 64, 3)
+
+
+def test_folders_and_dangling_symlinks_named_like_episodes_are_counted_as_skipped(tmp_path, warnings_log):
+    put(tmp_path, 0)
+    os.mkdir(tmp_path / "20240101T000001-folder-40.npz")
+    os.symlink(tmp_path / "nowhere.npz", tmp_path / "20240101T000002-dangling-40.npz")
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=5, seed=0)
+    assert {tag_of(chunk) for chunk in take(iter(replay), 20)} == {0}
+    assert replay.stats["files_loaded"] == 1 and replay.stats["files_skipped"] == 2
+    assert replay.stats["skipped_reasons"] == {"not a file": 2}
+    assert replay.stats["scans"] > 2  # rescanned, yet warned once per path
+    messages = [record.getMessage() for record in warnings_log]
+    assert len(messages) == 2
+    assert sum("folder-40.npz: not a file: a directory" in message for message in messages) == 1
+    assert sum("dangling-40.npz: not a file: a dangling symlink" in message for message in messages) == 1
+
+
+def test_a_given_spec_decides_the_format_not_the_first_file(tmp_path):
+    put(tmp_path, 0, action_dim=2)  # sorts first
+    put(tmp_path, 1, state_dim=5)
+    put(tmp_path, 2)
+    put(tmp_path, 3)
+    spec = EpisodeSpec.for_task("state", (3,), 1)
+    assert spec == EpisodeSpec(obs=(("state", (3,), "float32"),), action_dim=1)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=5, seed=0, spec=spec)
+    assert {tag_of(chunk) for chunk in take(iter(replay), 30)} == {2, 3}
+    assert replay.spec == spec
+    assert replay.stats["files_loaded"] == 2 and replay.stats["files_mismatched"] == 2
+    assert replay.stats["mismatch_reasons"] == {"action dim 2, expected 1": 1,
+                                                "'state' observations of shape (5,), expected (3,)": 1}
+    # Without a spec the first file decides (and the 1-d ones are the mismatches).
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=5, seed=0)
+    assert {tag_of(chunk) for chunk in take(iter(replay), 30)} == {0}
+    assert replay.spec.action_dim == 2
+
+
+def test_no_episode_in_the_given_format_is_one_message_with_counts_and_the_format(tmp_path):
+    put(tmp_path, 0, action_dim=2)
+    put(tmp_path, 1, action_dim=2)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, wait_seconds=0.2, poll_seconds=0.05,
+                           spec=EpisodeSpec.for_task("state", (3,), 1))
+    with pytest.raises(NoEpisodesError) as error:
+        next(iter(replay))
+    message = str(error.value)
+    assert "(2 files skipped: 2 spec mismatch (action dim 2, expected 1))" in message
+    assert "The task expects 'state' observations of shape (3,) and 1-d actions" in message

@@ -246,7 +246,12 @@ def test_spec_mismatch(tmp_path):
     load_episode(save_episode(str(tmp_path), make_episode(seed=1)), spec=spec)  # same shapes: fine
     expect_bad(save_episode(str(tmp_path), make_episode(state_dim=4)), "spec mismatch", spec=spec)
     expect_bad(save_episode(str(tmp_path), make_episode(action_dim=2)), "spec mismatch", spec=spec)
-    expect_bad(save_episode(str(tmp_path), make_episode(image=8)), "spec mismatch", spec=spec)
+    # The spec's observation key must be there with its shape; another observation key beside it is not used.
+    load_episode(save_episode(str(tmp_path), make_episode(image=8)), spec=spec)
+    image_only = make_episode(image=8)
+    del image_only["state"]
+    error = expect_bad(save_episode(str(tmp_path), image_only), "spec mismatch", spec=spec)
+    assert "no 'state' observations, has image" in str(error)
     with pytest.raises(BadEpisodeError, match="spec mismatch"):
         validate_episode(make_episode(action_dim=2), spec)
 

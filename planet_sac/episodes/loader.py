@@ -73,6 +73,10 @@ class EpisodeReplay:
         raising ``TimeoutError`` (with the reasons files were skipped).
       poll_seconds: rescan interval while waiting.
       seed: seed for ``np.random.default_rng``.
+      spec: the episode format to accept (observation key and shape, action size), e.g.
+        `EpisodeSpec.for_task` of the run's task. Files that differ are skipped and counted
+        (``files_mismatched``, ``mismatch_reasons``). Without it, the first usable file
+        decides the format for the rest.
 
     Iterating never ends. Images stay uint8 in the cache, so memory is about
     the raw size of the cached arrays (``stats["cache_bytes"]``).
@@ -88,6 +92,7 @@ class EpisodeReplay:
         wait_seconds: float = 60.0,
         poll_seconds: float = 1.0,
         seed: int | None = None,
+        spec: EpisodeSpec | None = None,
     ):
         if chunk_length < 1:
             raise ValueError(f"chunk_length must be >= 1, got {chunk_length}")
@@ -106,7 +111,9 @@ class EpisodeReplay:
         self._requested_keys = tuple(keys) if keys is not None else None
         self._rng = np.random.default_rng(seed)
         self._lock = threading.Lock()
-        self._spec: EpisodeSpec | None = None
+        self._spec: EpisodeSpec | None = spec
+        self._given_spec = spec is not None
+        self._usable = False  # a usable episode was loaded (the first one decides the spec unless one was given)
         self._seen: set[str] = set()  # loaded, rejected, too short or ignored: not read again
         self._rejected: dict[str, tuple[int, int] | None] = {}  # bad file -> (size, mtime) when it was read
         self._recent: dict[str, Episode] = {}
@@ -114,7 +121,9 @@ class EpisodeReplay:
         self._content: dict[str, int] = {}  # path -> checksum of its actions and rewards (_content_key)
         self.stats: dict = {
             "files_loaded": 0,
-            "files_skipped": 0,  # bad files (see skipped_reasons)
+            "files_skipped": 0,  # bad files (see skipped_reasons), directories and dangling symlinks named *.npz included
+            "files_mismatched": 0,  # of files_skipped: valid episodes in another format than the spec (see mismatch_reasons)
+            "mismatch_reasons": collections.Counter(),
             "files_retried": 0,  # rejected files read again because their size or mtime changed
             "skipped_reasons": collections.Counter(),
             "too_short_skipped": 0,
@@ -135,7 +144,7 @@ class EpisodeReplay:
 
     @property
     def spec(self) -> EpisodeSpec:
-        """Spec of the first usable episode (waits up to ``wait_seconds`` for one)."""
+        """The given spec, or that of the first usable episode (waits up to ``wait_seconds`` for a usable one)."""
         self._wait_for_first_episode()
         assert self._spec is not None
         return self._spec
@@ -240,6 +249,9 @@ class EpisodeReplay:
             self._rejected[path] = signature
             self.stats["files_skipped"] += 1
             self.stats["skipped_reasons"][error.reason] += 1
+            if error.reason == "spec mismatch":
+                self.stats["files_mismatched"] += 1
+                self.stats["mismatch_reasons"][str(error).split(": ", 1)[-1]] += 1
             logger.warning("Skipping episode file %s: %s (read again if it changes)", path, error)
             return None
         except (OSError, tf.errors.OpError) as error:
@@ -265,6 +277,7 @@ class EpisodeReplay:
             self.stats["terminated_episodes"] += 1
         if self._spec is None:
             self._spec = EpisodeSpec.from_episode(episode)
+        self._usable = True
         keys = self._requested_keys or self._spec.keys
         episode = {key: episode[key] for key in keys if key in episode}
         for value in episode.values():
@@ -275,9 +288,9 @@ class EpisodeReplay:
     def _wait_for_first_episode(self) -> None:
         """Scan until a usable episode exists; raise after ``wait_seconds``."""
         deadline = time.monotonic() + self.wait_seconds
-        while self._spec is None:
+        while not self._usable:
             self._scan()
-            if self._spec is not None:
+            if self._usable:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -286,6 +299,9 @@ class EpisodeReplay:
 
     def _no_episodes_message(self) -> str:
         reasons = collections.Counter(self.stats["skipped_reasons"])
+        if self.stats["files_mismatched"]:  # which formats the files had, beside the one wanted
+            del reasons["spec mismatch"]
+            reasons.update({f"spec mismatch ({detail})": count for detail, count in self.stats["mismatch_reasons"].items()})
         if self.stats["too_short_skipped"]:
             reasons[f"shorter than chunk_length {self.chunk_length}"] = self.stats["too_short_skipped"]
         skipped = sum(reasons.values())
@@ -294,6 +310,9 @@ class EpisodeReplay:
         if skipped and skipped == self.stats["too_short_skipped"]:  # more episodes of the same task would not help
             advice = (f"All are shorter than chunk_length {self.chunk_length} (the longest has "
                       f"{self.stats['too_short_longest']} steps): lower data.chunk_length or collect longer episodes")
+        elif self.stats["files_mismatched"] and self._given_spec:
+            advice = (f"The task expects {self._spec.describe()}: collect episodes of this task "
+                      f"(planet-sac collect --outdir {self.directories[0]}) or set env.task/env.obs to the data's")
         else:
             advice = f"Collect some with: planet-sac collect --task TASK --episodes 5 --outdir {self.directories[0]}"
         return f"No usable episodes in {where} after {self.wait_seconds:g}s ({skipped} files skipped: {detail}). {advice}"
@@ -309,17 +328,19 @@ def make_dataset(
     wait_seconds: float = 60.0,
     seed: int | None = None,
     prefetch: int = tf.data.AUTOTUNE,
+    spec: EpisodeSpec | None = None,
 ) -> tuple[tf.data.Dataset, EpisodeReplay]:
     """Batches of chunks, ``{key: [batch_size, chunk_length, ...]}``, plus the replay (for stats).
 
-    Waits for the first usable episode (to learn shapes and dtypes) before
-    building the dataset. With ``prefetch=0`` batches are drawn only when asked for: a
-    background thread drawing ahead would scan the directories at moments set by timing,
+    Waits for the first usable episode before building the dataset. Shapes and dtypes
+    come from `spec` (the task's format; files in another are skipped and counted), else
+    from the first usable episode. With ``prefetch=0`` batches are drawn only when asked for:
+    a background thread drawing ahead would scan the directories at moments set by timing,
     so which new episodes a batch contains (and a seeded run) would vary.
     """
     replay = EpisodeReplay(
         directory, chunk_length, every=every, max_episodes=max_episodes, keys=keys,
-        wait_seconds=wait_seconds, seed=seed,
+        wait_seconds=wait_seconds, seed=seed, spec=spec,
     )
     shapes, dtypes = replay.spec.step_shapes(), replay.spec.dtypes()
     signature = {

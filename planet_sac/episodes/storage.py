@@ -81,6 +81,17 @@ class EpisodeSpec:
         )
         return cls(obs=obs, action_dim=int(episode["action"].shape[1]))
 
+    @classmethod
+    def for_task(cls, obs_key: str, obs_shape: tuple[int, ...], action_dim: int) -> EpisodeSpec:
+        """The format a run's task defines: its observation key with the per-step shape, and its action size."""
+        return cls(obs=((obs_key, tuple(int(n) for n in obs_shape), "uint8" if obs_key == "image" else "float32"),),
+                   action_dim=int(action_dim))
+
+    def describe(self) -> str:
+        """E.g. `'state' observations of shape (3,) and 1-d actions`."""
+        obs = " and ".join(f"{key!r} observations of shape {shape}" for key, shape, _ in self.obs)
+        return f"{obs} and {self.action_dim}-d actions"
+
     @property
     def keys(self) -> tuple[str, ...]:
         """All keys the spec describes: observation keys, then action, reward, discount."""
@@ -207,10 +218,15 @@ def load_episode(path: str, spec: EpisodeSpec | None = None, max_bytes: int = 2*
 
     Raises :class:`BadEpisodeError` for anything unusable: empty or non-zip
     files, truncated/corrupt archives, archives declaring more than
-    ``max_bytes`` uncompressed bytes, pickled/object arrays, and everything
+    ``max_bytes`` uncompressed bytes, pickled/object arrays, a directory or a
+    dangling symlink named like an episode, and everything
     :func:`validate_episode` rejects. I/O errors (e.g. a vanished file) are
     raised unchanged.
     """
+    if tf.io.gfile.isdir(path):
+        raise BadEpisodeError("not a file", "a directory named like an episode")
+    if "://" not in path and os.path.islink(path) and not os.path.exists(path):
+        raise BadEpisodeError("not a file", f"a dangling symlink (to {os.readlink(path)[:200]!r})")
     size = tf.io.gfile.stat(path).length
     if size == 0:
         raise BadEpisodeError("empty file")
@@ -269,10 +285,14 @@ def _check_archive(data: bytes, max_bytes: int) -> None:
 
 
 def _check_spec(arrays: Mapping[str, np.ndarray], spec: EpisodeSpec) -> None:
+    """The spec's observation keys with its per-step shapes, and its action size (other observation keys may be present)."""
     have = {key: tuple(arrays[key].shape[1:]) for key in OBS_KEYS if key in arrays}
     want = {key: shape for key, shape, _ in spec.obs}
-    if have != want:
-        raise BadEpisodeError("spec mismatch", f"observations {have}, expected {want}")
+    for key, shape in want.items():
+        if key not in have:
+            raise BadEpisodeError("spec mismatch", f"no {key!r} observations, has {', '.join(have) or 'none'}")
+        if have[key] != shape:
+            raise BadEpisodeError("spec mismatch", f"{key!r} observations of shape {have[key]}, expected {shape}")
     if arrays["action"].shape[1] != spec.action_dim:
         raise BadEpisodeError("spec mismatch", f"action dim {arrays['action'].shape[1]}, expected {spec.action_dim}")
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from planet_sac.config import Config, ConfigError, apply_overrides, diff, load_config, read_config_file
-from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
+from planet_sac.episodes.storage import list_episodes
 
 log = logging.getLogger("planet_sac")
 
@@ -220,13 +220,3 @@ def episode_stats(directory: str) -> tuple[int, int]:
         match = re.search(r"-(\d+)\.npz$", path)
         steps += int(match.group(1)) if match else 0
     return len(paths), steps
-
-
-def first_episode_spec(directory: str) -> EpisodeSpec:
-    """Shapes and dtypes of the first readable episode in `directory` (reads one file, not all)."""
-    for path in list_episodes(directory):
-        try:
-            return EpisodeSpec.from_episode(load_episode(path))
-        except BadEpisodeError:
-            continue
-    raise ConfigError(f"{directory} holds no readable episode (.npz); collect some with: planet-sac collect ... --outdir {directory}")

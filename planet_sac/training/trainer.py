@@ -35,11 +35,11 @@ from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, sa
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import load_episode
+from planet_sac.episodes.storage import EpisodeSpec, load_episode
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
-from planet_sac.training.logger import Logger
-from planet_sac.training.run_dir import check_config_change, episode_stats, first_episode_spec, lock_run, prepare_logdir
+from planet_sac.training.logger import Logger, untracked
+from planet_sac.training.run_dir import check_config_change, episode_stats, lock_run, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
@@ -130,6 +130,7 @@ class Trainer:
         self._can_render = True
         try:
             obs_shape, action_size = self._data_shapes()
+            self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
             with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
                 self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
@@ -153,16 +154,13 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _data_shapes(self) -> tuple[tuple[int, ...], int]:
-        """(observation shape, action size), from the offline data or from the environment."""
-        if self.offline:
-            if not tf.io.gfile.isdir(self.train_dir):
-                raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
-            spec = first_episode_spec(self.train_dir)
-            shapes = spec.step_shapes()
-            if self.config.env.obs not in shapes:
-                raise ConfigError(f"{self.train_dir} holds {', '.join(spec.keys[:-3])} observations but "
-                                  f"env.obs={self.config.env.obs}; pass --set env.obs=... to match the data")
-            return tuple(shapes[self.config.env.obs]), spec.action_dim
+        """(observation shape, action size) of the configured task, from its environment's spaces.
+
+        Offline data too is read in the task's format: files in another (a different action size or
+        observation shape) are skipped and counted by the replay, never taken as the format.
+        """
+        if self.offline and not tf.io.gfile.isdir(self.train_dir):
+            raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
         env = self._train_envs() if self.collects else self._test_env()
         return tuple(env.observation_space[self.config.env.obs].shape), int(env.action_space.shape[0])
 
@@ -208,9 +206,10 @@ class Trainer:
     def _sync_episode_counters(self) -> None:
         """Episode counters follow the files on disk: episodes written after the last checkpoint, or by collectors, count once."""
         episodes, steps = episode_stats(self.train_dir)
-        self.counters.train_episodes.assign(episodes)
-        self.counters.env_steps.assign(steps * self.config.env.action_repeat)
-        self.counters.test_episodes.assign(episode_stats(self.test_dir)[0])
+        # As numpy values: TensorFlow caches the tensor of every Python int it converts, for good (see untracked).
+        self.counters.train_episodes.assign(untracked(episodes, np.int64))
+        self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
+        self.counters.test_episodes.assign(untracked(episode_stats(self.test_dir)[0], np.int64))
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
@@ -298,7 +297,7 @@ class Trainer:
         if self._test_chunks is None:
             replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
                                    keys=(self.config.env.obs, "action", "reward", "discount"),
-                                   wait_seconds=0.0, seed=self.config.seed + 20_000)
+                                   wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec)
             self._test_chunks = iter(replay)
         try:
             chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
@@ -331,7 +330,8 @@ class Trainer:
         finally:
             self.agent.policy.set_policies(train=self.config.policy.train)
         self.counters.train_episodes.assign_add(len(episodes))
-        self.counters.env_steps.assign_add(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat)
+        self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
+                                                     np.int64))
         return episodes
 
     def _log(self, values: dict, phase: str) -> dict:
@@ -355,7 +355,7 @@ class Trainer:
                                        every=self.config.data.every, max_episodes=self.config.data.max_episodes,
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
-                                       seed=self.config.seed + int(self.counters.step.numpy()),
+                                       seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
                                        prefetch=0)  # deterministic: batches are drawn when needed, not ahead
         batches = iter(dataset)
         step = int(self.counters.step.numpy())

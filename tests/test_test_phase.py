@@ -54,7 +54,7 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
 
 
 @pytest.mark.parametrize("value, message", [("sac", "must be a list"), ("[sac, bogus]", "not allowed"),
-                                            ("[sac, sac]", "twice")])
+                                            ("[sac, sac]", "more than once")])
 def test_compare_list_is_validated(smoke_config, value, message):
     with pytest.raises(ConfigError, match=message):
         apply_overrides(smoke_config, [f"policy.compare={value}"])

@@ -37,6 +37,7 @@ import uuid
 import zipfile
 import zlib
 from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 import tensorflow as tf
@@ -134,7 +135,7 @@ def save_episode(directory: str, episode: Mapping[str, np.ndarray]) -> str:
     arrays = _canonical(episode)
     length = len(arrays["action"]) - 1
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    np.savez_compressed(buffer, **cast(dict[str, Any], arrays))  # the stub: a **dict could also bind allow_pickle
 
     tf.io.gfile.makedirs(directory)
     final = os.path.join(directory, episode_filename(length))
@@ -199,6 +200,7 @@ def validate_episode(episode: Mapping[str, np.ndarray], spec: EpisodeSpec | None
     lengths = {key: (len(array) if array.ndim else None) for key, array in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise BadEpisodeError("length mismatch", ", ".join(f"{k}={n}" for k, n in lengths.items()))
+    assert lengths["action"] is not None  # 'action' has 2 dims (checked above)
     if lengths["action"] < 2:
         raise BadEpisodeError("too few steps", f"{lengths['action']} (need >= 2: reset + one step)")
 

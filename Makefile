@@ -37,4 +37,4 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

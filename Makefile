@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make train   creates .venv, installs planet-sac with its extras, trains the default agent
-#   make test    same set-up, then ruff, the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=2 pytest-xdist processes; 0 runs it serially)
+#   make test    same set-up, then ruff, mypy (planet_sac/, configured in pyproject.toml), the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=2 pytest-xdist processes; 0 runs it serially)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -32,8 +32,9 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) scripts/check_large_files.py
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

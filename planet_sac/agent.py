@@ -8,9 +8,10 @@ collectors, scripts).
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Sequence, cast
 
 import tensorflow as tf
+from gymnasium import spaces
 
 from planet_sac.checkpoints import RestoreReport, find_run_config, named_variables, resolve, restore_filtered
 from planet_sac.config import Config, apply_overrides
@@ -69,7 +70,8 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
     resolve(checkpoint)  # fails with a clear message before an environment is started
     env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
                    config.env.image_size, config.env.shadow_size)
-    agent = Agent.build(config, config.env.obs, env.observation_space[config.env.obs].shape, env.action_space.shape[0])
+    obs_space = cast(spaces.Box, cast(spaces.Dict, env.observation_space)[config.env.obs])  # make_env: Dict of Boxes
+    agent = Agent.build(config, config.env.obs, obs_space.shape, cast(spaces.Box, env.action_space).shape[0])
     try:
         step = agent.restore(checkpoint, include).step
     except BaseException:

@@ -299,6 +299,7 @@ def time_loader(episodes: int, length: int, batch: int, chunk: int, batches: int
     try:
         rng = np.random.default_rng(0)
         raw = 0
+        episode: dict[str, np.ndarray]
         for _ in range(episodes):
             episode = {"image": rng.integers(0, 256, (length + 1, 64, 64, 3), dtype=np.uint8),
                        "action": rng.uniform(-1, 1, (length + 1, ACTION_SIZE)).astype(np.float32),

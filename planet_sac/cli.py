@@ -146,7 +146,7 @@ def _configure_output(args: argparse.Namespace) -> None:
         startup.import_tensorflow(quiet=not args.verbose)
 
 
-def _user_errors(command: str) -> tuple[tuple[type, ...], tuple[type, ...]]:
+def _user_errors(command: str) -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(the project's input and set-up errors, out-of-memory errors) that `command` can raise."""
     if command in _WITHOUT_TENSORFLOW:
         return (ConfigError, SetupError), (MemoryError,)
@@ -165,7 +165,7 @@ def _user_errors(command: str) -> tuple[tuple[type, ...], tuple[type, ...]]:
 _DISK_FULL = ("No space left on device", "Disk quota exceeded")
 
 
-def _disk_full(error: BaseException) -> str | None:
+def _disk_full(error: BaseException | None) -> str | None:
     """The file a full disk (ENOSPC, EDQUOT) refused, '' if unnamed, None if `error` is not a full disk.
 
     TensorFlow reports ENOSPC as ResourceExhaustedError (as it reports out of memory) with the file's

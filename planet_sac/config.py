@@ -16,7 +16,7 @@ import reprlib
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, cast
 
 import yaml
 
@@ -410,6 +410,8 @@ class _ConfigLoader(yaml.SafeLoader):
     alias is composed, before anything is built.
     """
 
+    _source: str  # what the text is (named in errors), set by load_yaml
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
@@ -471,7 +473,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
     kwargs = {}
     for name, value in data.items():
         hint = hints[name]
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a section's class (hints are types)
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{source}: {prefix}{name} must be a mapping of keys, got {_show(value)}")
             kwargs[name] = _build(hint, value, prefix=f"{prefix}{name}.", source=source)
@@ -626,7 +628,7 @@ def config_reference() -> str:
 def _reference_row(section: str | None, field: dataclasses.Field, hint: Any, ranges: dict[str, str],
                    comments: dict[str, str]) -> str:
     key = f"{section}.{field.name}" if section else field.name
-    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    default = field.default if field.default is not dataclasses.MISSING else cast(Callable[[], Any], field.default_factory)()
     allowed = ranges.get(key, "")
     if typing.get_origin(hint) is Literal:
         allowed = " or ".join(f"`{choice}`" for choice in typing.get_args(hint))

@@ -41,7 +41,7 @@ import time
 import traceback
 import weakref
 from multiprocessing.connection import Connection
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, cast
 
 import gymnasium
 import numpy as np
@@ -104,13 +104,13 @@ def make_env(
     if shadow_size is not None and (source != "dmc" or shadow_size < 1):
         raise ConfigError(f"shadow_size={shadow_size}: a positive size, for dm_control tasks only (got task {task!r})")
     if source == "gym":
-        kind: type[SimEnv] = GymEnv
+        kind: Callable[[str, str, int, int, int | None], SimEnv] = GymEnv
         env_id = import_gym_module(name)
         uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(env_id), "entry_point", ""))
     elif source == "dmc":
         kind, uses_mujoco = DMCEnv, True
         if shadow_size is not None:
-            kind = functools.partial(DMCEnv, shadow_size=shadow_size)  # type: ignore[assignment]
+            kind = functools.partial(DMCEnv, shadow_size=shadow_size)
     else:
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
@@ -210,7 +210,9 @@ class SimEnv(gymnasium.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"]}
-    render_mode = "rgb_array"
+    render_mode: str | None = "rgb_array"
+    observation_space: spaces.Dict
+    action_space: spaces.Box
     default_steps: int | None
     """The task's own episode length in simulator steps, or None if it has none."""
 
@@ -284,7 +286,7 @@ class GymEnv(SimEnv):
         self.default_steps = spec.max_episode_steps
         can_render = "rgb_array" in _render_modes(spec)
         self.render_mode = "rgb_array" if can_render else None
-        kwargs = {"render_mode": "rgb_array"} if can_render else {}
+        kwargs: dict[str, Any] = {"render_mode": "rgb_array"} if can_render else {}
         self._env = gymnasium.make(env_id, max_episode_steps=-1, **kwargs)
         action_space = self._env.action_space
         if not isinstance(action_space, spaces.Box):
@@ -317,6 +319,7 @@ class GymEnv(SimEnv):
             )
         else:
             if self._state_keys is not None:
+                assert isinstance(inner, spaces.Dict)  # the state keys are those of a Dict observation
                 size = sum(spaces.flatdim(inner[key]) for key in self._state_keys)
             else:
                 size = spaces.flatdim(inner)
@@ -346,7 +349,8 @@ class GymEnv(SimEnv):
         if self._state_keys is None:
             state = spaces.flatten(self._inner_obs_space, obs)
         else:
-            parts = [np.asarray(spaces.flatten(self._inner_obs_space[key], obs[key]), np.float32).ravel()
+            inner = cast(spaces.Dict, self._inner_obs_space)  # the state keys are those of a Dict observation
+            parts = [np.asarray(spaces.flatten(inner[key], obs[key]), np.float32).ravel()
                      for key in self._state_keys]
             state = np.concatenate(parts)
         return {"state": np.asarray(state, np.float32)}
@@ -354,7 +358,7 @@ class GymEnv(SimEnv):
     def render(self) -> np.ndarray:
         """The inner environment's full-resolution RGB frame."""
         try:
-            return self._env.render()
+            return cast(np.ndarray, self._env.render())  # render_mode "rgb_array": one RGB frame
         except gymnasium.error.DependencyNotInstalled as err:  # e.g. pygame for the classic-control tasks
             message = " ".join(str(err).split())
             raise MissingPackageError(f"gym:{self.name} cannot render frames: {message}") from None
@@ -406,6 +410,7 @@ class DMCEnv(SimEnv):
         self.action_space = spaces.Box(
             spec.minimum.astype(np.float32), spec.maximum.astype(np.float32), spec.shape, np.float32
         )
+        space: spaces.Box
         if obs_key == "image":
             space = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
         else:
@@ -511,8 +516,15 @@ class EnvProcess(gymnasium.Env):
 
     MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size",
                 "default_steps", "render_mode")
+    # the mirrored attributes, set from the child's environment in __init__
+    observation_space: spaces.Dict
+    action_space: spaces.Box
+    obs_key: str
+    action_repeat: int
+    image_size: int
+    default_steps: int | None
 
-    def __init__(self, kind: type[SimEnv], *args: Any, environment: Mapping[str, str] | None = None,
+    def __init__(self, kind: Callable[..., gymnasium.Env], *args: Any, environment: Mapping[str, str] | None = None,
                  python_path: Sequence[str] = ()) -> None:
         """`python_path`: folders the child also needs on its path (e.g. that of a `gym:<module>:<id>` module)."""
         ours, theirs = socket.socketpair()
@@ -601,7 +613,7 @@ def serve_env(fd: int) -> None:
             except Exception:
                 error = RuntimeError(f"{type(error).__name__}: {error}")
             try:
-                error.child_traceback = traceback.format_exc()  # kept for the parent's debug log
+                setattr(error, "child_traceback", traceback.format_exc())  # kept for the parent's debug log
             except AttributeError:  # an exception type without a __dict__
                 pass
             conn.send((False, error))
@@ -621,6 +633,8 @@ def _stop_process(process: subprocess.Popen, conn: Connection) -> None:
 class EnvWrapper(gymnasium.Wrapper):
     """Wrapper base that forwards the ``SimEnv`` metadata (gymnasium wrappers do not)."""
 
+    env: SimEnv | EnvProcess | EnvWrapper
+
     @property
     def obs_key(self) -> str:
         """The single observation key, ``"image"`` or ``"state"``."""
@@ -635,9 +649,9 @@ class EnvWrapper(gymnasium.Wrapper):
 class NormalizeActions(EnvWrapper):
     """Expose actions in [-1, 1]; they are clipped and rescaled to the true bounds."""
 
-    def __init__(self, env: gymnasium.Env) -> None:
+    def __init__(self, env: SimEnv | EnvProcess | EnvWrapper) -> None:
         super().__init__(env)
-        space = env.action_space
+        space = cast(spaces.Box, env.action_space)  # make_env's environments have Box actions
         self._low = space.low.astype(np.float64)
         self._high = space.high.astype(np.float64)
         self._dtype = space.dtype
@@ -652,7 +666,7 @@ class NormalizeActions(EnvWrapper):
 class TimeLimit(EnvWrapper):
     """Truncate episodes after ``max_episode_steps`` agent steps (None: never)."""
 
-    def __init__(self, env: gymnasium.Env, max_episode_steps: int | None) -> None:
+    def __init__(self, env: SimEnv | EnvProcess | EnvWrapper, max_episode_steps: int | None) -> None:
         super().__init__(env)
         self.max_episode_steps = max_episode_steps
         self._steps = 0
@@ -671,7 +685,7 @@ class TimeLimit(EnvWrapper):
 
 def _render_modes(spec: gymnasium.envs.registration.EnvSpec) -> list[str]:
     """Render modes a registered gymnasium environment declares, without creating it."""
-    creator = spec.entry_point
+    creator: object = spec.entry_point
     if isinstance(creator, str):
         creator = gymnasium.envs.registration.load_env_creator(creator)
     metadata = getattr(creator, "metadata", None)
@@ -718,8 +732,9 @@ class LocalEnvs:
 
     def __init__(self, env: gymnasium.Env) -> None:
         self.env = env
-        self.observation_space = env.observation_space
-        self.action_space = env.action_space
+        # the EnvBatch spaces: those of make_env's environments (a Dict observation, Box actions)
+        self.observation_space = cast(spaces.Dict, env.observation_space)
+        self.action_space = cast(spaces.Box, env.action_space)
 
     def reset(self, index: int) -> dict[str, np.ndarray]:
         return self.env.reset()[0]
@@ -797,8 +812,9 @@ class ParallelEnvs:
         self._failures[index] = [t for t in self._failures[index] if now - t < self.restart_window] + [now]
         detail = (str(error).replace("environment process ", "") if isinstance(error, EnvCrashed)
                   else f"raised {_one_line(error)}")
-        if getattr(error, "child_traceback", None):
-            log.debug("environment %d: %s", index, error.child_traceback)
+        child_traceback = getattr(error, "child_traceback", None)
+        if child_traceback:
+            log.debug("environment %d: %s", index, child_traceback)
         if len(self._failures[index]) > self.max_restarts:
             raise EnvFailedError(
                 f"environment {index} failed {len(self._failures[index])} times within {self.restart_window:.0f} s, "

@@ -232,12 +232,12 @@ def binning(xs: Sequence[float], ys: Sequence[float], borders: np.ndarray) -> tu
 
     As Dreamer's plotting scripts bin every seed's curve before averaging seeds (`fill='nan'`).
     """
-    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    x, y = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
     values = np.full(len(borders) - 1, np.nan)
     for index, (start, stop) in enumerate(zip(borders[:-1], borders[1:])):
-        inside = (xs > start) & (xs <= stop)
+        inside = (x > start) & (x <= stop)
         if inside.any():
-            values[index] = ys[inside].mean()
+            values[index] = y[inside].mean()
     return np.asarray(borders[1:], np.float64), values
 
 

@@ -29,10 +29,13 @@ import math
 import os
 import shutil
 import time
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 from planet_sac.config import POLICIES, Config, ConfigError
 from planet_sac.plotting import read_scores
+
+if TYPE_CHECKING:  # gymnasium is imported where an environment is made
+    from gymnasium import spaces
 
 log = logging.getLogger("planet_sac")
 
@@ -181,7 +184,7 @@ def wall_clock(metrics_path: str) -> dict[str, float]:
             acting += record.get("time/collect_seconds") or 0.0
             tests += record.get("time/test_seconds") or 0.0
     return {"updates": updates, "acting": acting, "test_phases": tests,
-            "span": (last - first) if first is not None else 0.0}
+            "span": (last - first) if first is not None and last is not None else 0.0}
 
 
 def add_score(path: str, record: Mapping) -> list[dict]:
@@ -219,7 +222,8 @@ def render_seconds_per_frame(config: Config, frames: int = 30) -> float:
                        config.env.shadow_size if obs == "image" else None)
         try:
             env.reset()
-            actions = np.random.default_rng(0).uniform(-1, 1, (frames, *env.action_space.shape)).astype(np.float32)
+            action_shape = cast("spaces.Box", env.action_space).shape
+            actions = np.random.default_rng(0).uniform(-1, 1, (frames, *action_shape)).astype(np.float32)
             start = time.perf_counter()
             for action in actions:
                 _, _, terminated, truncated, _ = env.step(action)

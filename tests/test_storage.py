@@ -104,6 +104,19 @@ def test_save_refuses_bad_episode_and_writes_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("key", ["allow_pickle", "file"])
+def test_save_refuses_keys_np_savez_would_take_as_its_arguments(tmp_path, key):
+    # np.savez_compressed(file, allow_pickle=..., **arrays): an 'allow_pickle' array used to be dropped from
+    # the file without a word, a 'file' array to raise a TypeError; other extra keys are kept.
+    episode = make_episode()
+    with pytest.raises(BadEpisodeError, match=f"reserved key: '{key}'"):
+        save_episode(str(tmp_path), {**episode, key: np.zeros(len(episode["action"]), np.float32)})
+    assert os.listdir(tmp_path) == []
+    extra = np.arange(len(episode["action"]), dtype=np.float32)
+    loaded = load_episode(save_episode(str(tmp_path), {**episode, "allow": extra}))
+    np.testing.assert_array_equal(loaded["allow"], extra)
+
+
 def test_atomic_write_leaves_no_temp_and_list_ignores_partials(tmp_path):
     paths = [save_episode(str(tmp_path), make_episode(seed=i)) for i in range(3)]
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)  # no temp files left

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Sequence, cast
+
+from gymnasium import spaces
 
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
 from planet_sac.agent import Agent
@@ -64,7 +66,8 @@ class Collector:
         self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size, env.num_envs,
                               env.shadow_size)
         try:
-            self.agent = Agent.build(self.config, env.obs, self.envs.observation_space[env.obs].shape,
+            obs_space = cast(spaces.Box, self.envs.observation_space[env.obs])  # make_env's: a Dict of Boxes
+            self.agent = Agent.build(self.config, env.obs, obs_space.shape,
                                      self.envs.action_space.shape[0])
             self.agent.policy.set_policies(train=policy)
             self.variables = self.agent.acting_variables()
@@ -125,6 +128,7 @@ class Collector:
             if summaries and self.per_checkpoint:  # one round per learner checkpoint: PlaNet's updates per env step
                 acted_with = self.prefix
                 while self.reload() and self.prefix == acted_with:
+                    assert self.reload_every is not None  # per_checkpoint needs it (checked in __init__)
                     time.sleep(self.reload_every)
                 self._checked = time.monotonic()
             elif self.reload_every is not None and time.monotonic() - self._checked >= self.reload_every:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Generator, Iterable, Sequence
 
 import gymnasium
 import numpy as np
@@ -53,7 +53,7 @@ class _SeededResets(gymnasium.Wrapper):
 
 
 def evaluate_policies(logdir: str, episodes: int, policies: Sequence[str], seed: int = 12345, video: str | None = None,
-                      overrides: Sequence[str] = ()) -> Iterator[tuple[str, dict]]:
+                      overrides: Sequence[str] = ()) -> Generator[tuple[str, dict], None, None]:
     """Yields (policy, result) for each policy in turn: `episodes` test-phase episodes' mean/std/min/max return.
 
     The environment and agent are built and restored once. `video` records the first episode
@@ -70,12 +70,13 @@ def evaluate_policies(logdir: str, episodes: int, policies: Sequence[str], seed:
             agent.policy.rng.state.assign(fresh_rng)
             agent.policy.set_policies(test=policy)
             record = recorder is not None and index == 0
-            actor = Actor(recorder if record else env, agent.policy, TEST)
+            actor = Actor(recorder if record and recorder is not None else env, agent.policy, TEST)
             returns = []
             for episode in range(episodes):
                 (summary,) = actor.run(1)
                 returns.append(summary["return"])
                 if record and episode == 0:
+                    assert recorder is not None and video is not None  # record: recording the video
                     write_video(video, recorder.frames)
             yield policy, {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
                            "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns, "step": step}

@@ -92,6 +92,7 @@ def search(world_model: WorldModel, state: State, config: CEMConfig, rng: tf.ran
 
     guide_actions = tf.zeros([batch, 0, horizon, action_size])
     if guided:
+        assert sac is not None  # guided > 0 only with a SAC head
         guide_actions = _actor_trajectories(world_model, sac, _tile(state, guided), horizon, rng, config.actor_std)
         guide_actions = tf.reshape(guide_actions, [batch, guided, horizon, action_size])
         if config.actor_mean:

@@ -81,7 +81,7 @@ def imagine(world_model: WorldModel, actor_sample, start: State, horizon: int,
     state = tf.nest.map_structure(tf.stop_gradient, {key: start[key] for key in ("deter", "stoch")})
     size = tf.shape(state["deter"])[0]
     features = rssm.features(state)
-    shapes = ([None, rssm.feature_size], [None, world_model.action_size], [None], [None])
+    shapes: tuple[list[int | None], ...] = ([None, rssm.feature_size], [None, world_model.action_size], [None], [None])
     arrays = [tf.TensorArray(tf.float32, size=horizon, element_shape=shape) for shape in shapes]
 
     def step(k: tf.Tensor, state: State, features: tf.Tensor, arrays: list) -> tuple:

@@ -310,7 +310,7 @@ class EpisodeReplay:
         if skipped and skipped == self.stats["too_short_skipped"]:  # more episodes of the same task would not help
             advice = (f"All are shorter than chunk_length {self.chunk_length} (the longest has "
                       f"{self.stats['too_short_longest']} steps): lower data.chunk_length or collect longer episodes")
-        elif self.stats["files_mismatched"] and self._given_spec:
+        elif self.stats["files_mismatched"] and self._given_spec and self._spec is not None:
             advice = (f"The task expects {self._spec.describe()}: collect episodes of this task "
                       f"(planet-sac collect --outdir {self.directories[0]}) or set env.task/env.obs to the data's")
         else:
@@ -382,7 +382,7 @@ def _content_key(episode: Episode) -> int:
     File names (`{UTC second}-{uuid4}-{length}.npz`) carry a random uuid and the time of saving;
     ordering episodes by them would make two runs of the same seed sample different chunks.
     """
-    keys = [key for key in ("action", "reward") if key in episode] or sorted(episode)
+    keys: list[str] = [key for key in ("action", "reward") if key in episode] or sorted(episode)
     return zlib.crc32(b"".join(np.ascontiguousarray(episode[key]).tobytes() for key in keys))
 
 

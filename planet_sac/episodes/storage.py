@@ -37,6 +37,7 @@ import uuid
 import zipfile
 import zlib
 from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 import tensorflow as tf
@@ -123,6 +124,9 @@ def episode_filename(length: int, now: dt.datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex}-{int(length)}.npz"
 
 
+_SAVEZ_ARGUMENTS = frozenset({"file", "allow_pickle"})
+
+
 def save_episode(directory: str, episode: Mapping[str, np.ndarray]) -> str:
     """Validate ``episode``, write it atomically into ``directory`` and return its path.
 
@@ -131,10 +135,13 @@ def save_episode(directory: str, episode: Mapping[str, np.ndarray]) -> str:
     :func:`list_episodes`) and then renamed to its final name.
     """
     validate_episode(episode)
+    reserved = sorted(set(episode) & _SAVEZ_ARGUMENTS)
+    if reserved:  # np.savez would take them as its own arguments: 'file' fails, 'allow_pickle' is silently dropped
+        raise BadEpisodeError("reserved key", f"{', '.join(map(repr, reserved))} is an argument name of np.savez; rename it")
     arrays = _canonical(episode)
     length = len(arrays["action"]) - 1
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    np.savez_compressed(buffer, **cast(dict[str, Any], arrays))  # no key binds file or allow_pickle (checked above)
 
     tf.io.gfile.makedirs(directory)
     final = os.path.join(directory, episode_filename(length))
@@ -199,6 +206,7 @@ def validate_episode(episode: Mapping[str, np.ndarray], spec: EpisodeSpec | None
     lengths = {key: (len(array) if array.ndim else None) for key, array in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise BadEpisodeError("length mismatch", ", ".join(f"{k}={n}" for k, n in lengths.items()))
+    assert lengths["action"] is not None  # 'action' has 2 dims (checked above)
     if lengths["action"] < 2:
         raise BadEpisodeError("too few steps", f"{lengths['action']} (need >= 2: reset + one step)")
 

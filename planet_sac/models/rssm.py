@@ -57,7 +57,7 @@ class RSSM(tf.Module):
         return tf.concat([state["deter"], state["stoch"]], -1)
 
     @staticmethod
-    def distribution(state: State) -> tfd.Distribution:
+    def distribution(state: State) -> tfp.distributions.Distribution:
         return tfd.MultivariateNormalDiag(state["mean"], state["std"])
 
     def _gaussian(self, params: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

@@ -15,7 +15,7 @@ import re
 import socket
 import threading
 import time
-from typing import Sequence
+from typing import IO, Sequence
 
 import tensorflow as tf
 
@@ -58,7 +58,7 @@ class RunLock:
     def __init__(self, logdir: str):
         self.logdir = logdir.rstrip("/")
         self.path = f"{self.logdir}/{LOCK_FILE}"
-        self._file = None
+        self._file: IO[str] | None = None
         self._key = os.path.realpath(self.path)
 
     def acquire(self) -> "RunLock":

@@ -22,10 +22,11 @@ import math
 import signal
 import threading
 import time
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 import tensorflow as tf
+from gymnasium import spaces
 from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
@@ -162,7 +163,8 @@ class Trainer:
         if self.offline and not tf.io.gfile.isdir(self.train_dir):
             raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
         env = self._train_envs() if self.collects else self._test_env()
-        return tuple(env.observation_space[self.config.env.obs].shape), int(env.action_space.shape[0])
+        obs_space = cast(spaces.Box, env.observation_space[self.config.env.obs])  # make_env's: a Dict of Boxes
+        return tuple(obs_space.shape), int(env.action_space.shape[0])
 
     def _train_envs(self) -> EnvBatch:
         if self.envs is None:

@@ -1,13 +1,13 @@
 # Two commands do all set-up on a fresh machine:
 #   make train   creates .venv, installs planet-sac with its extras, trains the default agent
-#   make test    same set-up, then ruff, mypy (planet_sac/, configured in pyproject.toml), the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=2 pytest-xdist processes; 0 runs it serially)
+#   make test    same set-up, then ruff, mypy (planet_sac/, configured in pyproject.toml), the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=3 pytest-xdist processes: on 2 cores the third uses the time the others wait on subprocesses; 0 runs it serially)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 CONFIG ?= configs/pendulum.yaml
 LOGDIR ?= logdir/pendulum
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 export MUJOCO_GL ?= egl
 
 .PHONY: install train evaluate test bench clean

@@ -15,7 +15,7 @@ NOT_IMPORTED = {
     "tf-keras": "tensorflow-probability loads it at run time (tf.keras is Keras 3)",
     "mujoco": "dm_control's simulator, declared to keep it below 4.0 (dm_control 1.0.50 only asks >=3.17)",
     "ruff": "the linter `make test` runs before pytest: a command, not a library",
-    "pytest-xdist": "a pytest plugin `make test` turns on with -n (the suite on 2 processes)",
+    "pytest-xdist": "a pytest plugin `make test` turns on with -n (the suite on 3 processes)",
     "mypy": "the type checker `make test` runs over planet_sac/ (pyproject.toml [tool.mypy]): a command, not a library",
     "types-pyyaml": "type stubs mypy reads for `import yaml`; never imported at run time",
     "types-tqdm": "type stubs mypy reads for `from tqdm import tqdm`; never imported at run time",

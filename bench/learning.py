@@ -25,8 +25,8 @@ import os
 from planet_sac.acting.evaluation import evaluate
 from planet_sac.config import POLICIES, load_config
 from planet_sac.envs import make_env
+from planet_sac.metrics import read_metrics
 from planet_sac.plotting import plot_runs
-from planet_sac.training.logger import read_metrics
 from planet_sac.training.trainer import train
 
 

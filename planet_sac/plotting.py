@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from planet_sac.config import ConfigError
+from planet_sac.metrics import read_metrics
 
 Curve = tuple[np.ndarray, np.ndarray]
 RETURNS = ("train/return", "test/return")
@@ -37,19 +38,14 @@ def read_curves(logdir: str) -> dict[str, Curve]:
     if not os.path.isfile(path):
         raise ConfigError(f"{logdir} has no metrics.jsonl; pass the --logdir of a training run")
     points: dict[str, dict[float, float]] = {}
-    with open(path) as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+    for record in read_metrics(path):
+        for key, value in record.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
                 continue
-            for key, value in record.items():
-                if not isinstance(value, (int, float)) or isinstance(value, bool):
-                    continue
-                if (key in RETURNS or key.startswith(POLICY_RETURN)) and "env_steps" in record:
-                    points.setdefault(key, {})[record["env_steps"]] = value
-                elif key.startswith(("loss/", "test/loss/")) and "step" in record:
-                    points.setdefault(key, {})[record["step"]] = value
+            if (key in RETURNS or key.startswith(POLICY_RETURN)) and "env_steps" in record:
+                points.setdefault(key, {})[record["env_steps"]] = value
+            elif key.startswith(("loss/", "test/loss/")) and "step" in record:
+                points.setdefault(key, {})[record["step"]] = value
     curves = {}
     for key, by_x in points.items():
         xs = np.array(sorted(by_x), np.float64)

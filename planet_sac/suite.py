@@ -32,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 from planet_sac.config import POLICIES, Config, ConfigError
+from planet_sac.metrics import read_metrics
 from planet_sac.plotting import read_scores
 
 if TYPE_CHECKING:  # gymnasium is imported where an environment is made
@@ -144,17 +145,12 @@ def read_curve(metrics_path: str, policy: str) -> tuple[list[int], list[float]]:
     Incomplete lines are skipped; a test phase logged twice at the same env steps keeps its last value.
     """
     points: dict[int, float] = {}
-    with open(metrics_path) as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("phase") != "test" or "env_steps" not in record:
-                continue
-            value = record.get(f"test/return/{policy}", record.get("test/return"))
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                points[int(record["env_steps"])] = float(value)
+    for record in read_metrics(metrics_path):
+        if record.get("phase") != "test" or "env_steps" not in record:
+            continue
+        value = record.get(f"test/return/{policy}", record.get("test/return"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            points[int(record["env_steps"])] = float(value)
     xs = sorted(points)
     return xs, [points[x] for x in xs]
 
@@ -168,21 +164,16 @@ def wall_clock(metrics_path: str) -> dict[str, float]:
     """
     updates = acting = tests = 0.0
     previous_step, first, last = 0, None, None
-    with open(metrics_path) as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            stamp = record.get("time")
-            if isinstance(stamp, (int, float)):
-                first = stamp if first is None else first
-                last = stamp
-            if "time/update_seconds" in record:
-                updates += (record["step"] - previous_step) * (record["time/update_seconds"] or 0.0)
-                previous_step = record["step"]
-            acting += record.get("time/collect_seconds") or 0.0
-            tests += record.get("time/test_seconds") or 0.0
+    for record in read_metrics(metrics_path):
+        stamp = record.get("time")
+        if isinstance(stamp, (int, float)):
+            first = stamp if first is None else first
+            last = stamp
+        if "time/update_seconds" in record:
+            updates += (record["step"] - previous_step) * (record["time/update_seconds"] or 0.0)
+            previous_step = record["step"]
+        acting += record.get("time/collect_seconds") or 0.0
+        tests += record.get("time/test_seconds") or 0.0
     return {"updates": updates, "acting": acting, "test_phases": tests,
             "span": (last - first) if first is not None and last is not None else 0.0}
 

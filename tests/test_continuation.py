@@ -178,7 +178,7 @@ def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path):
     padded with their absorbing state (not skipped, which left no data at all) and the head learns from them."""
     pytest.importorskip("mujoco")
     from planet_sac.config import load_config
-    from planet_sac.training.logger import read_metrics
+    from planet_sac.metrics import read_metrics
     from planet_sac.training.trainer import train
     from tests.conftest import CONFIGS
 

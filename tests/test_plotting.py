@@ -126,3 +126,11 @@ def test_each_evaluated_policy_is_its_own_test_curve(tmp_path):
     other = write_run(tmp_path / "other", records)
     assert main(["plot", logdir, other, "--out", str(out)]) == 0
     assert Image.open(out).size[0] > 800
+
+
+def test_read_metrics_keeps_whole_records_and_skips_a_partial_last_line(tmp_path):
+    from planet_sac.metrics import read_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss/total": 2.5}\n[1, 2]\n{"step": 2, "loss/total": 2.0}\n{"step": 3, "loss/to')
+    assert read_metrics(str(path)) == [{"step": 1, "loss/total": 2.5}, {"step": 2, "loss/total": 2.0}]

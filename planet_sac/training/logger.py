@@ -3,7 +3,7 @@
 Videos go to TensorBoard as animated GIFs inside image summaries (as Dreamer writes
 them): TensorBoard's image dashboard plays them.
 
-`read_metrics` skips lines that are not complete JSON (a run killed mid-write), so
+`planet_sac.metrics.read_metrics` skips lines that are not complete JSON (a run killed mid-write), so
 readers never fail on a partial record. A resumed run drops the records its restored
 checkpoint does not hold (`Logger.drop_after`), so the steps it redoes are logged once.
 """
@@ -19,6 +19,8 @@ from typing import Mapping
 import numpy as np
 import tensorflow as tf
 from PIL import Image
+
+from planet_sac.metrics import read_metrics
 
 
 class Logger:
@@ -133,15 +135,3 @@ def untracked(value: float, dtype: type = np.float32) -> np.ndarray:
 def _to_float(value: object) -> float | None:
     number = float(np.asarray(value))
     return number if math.isfinite(number) else None
-
-
-def read_metrics(path: str) -> list[dict]:
-    """The records of a metrics.jsonl file, skipping any incomplete line."""
-    records = []
-    with tf.io.gfile.GFile(path, "r") as file:
-        for line in file:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records

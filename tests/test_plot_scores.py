@@ -118,10 +118,18 @@ def test_bad_score_files_are_one_line_errors(tmp_path):
 
 def test_the_published_baselines_load_when_present():
     import os
+    import pathlib
 
-    path = "/work/shared/baselines/dmc_vision-drqv2.json.gz"
-    if not os.path.exists(path):
-        pytest.skip("the shared baselines are not on this machine")
+    from tests.conftest import ROOT
+
+    # The published score files live in shared/ beside the checkout (CI's layout, and this project's machines);
+    # CI must find them, a user's clone without shared/ has nothing to read.
+    found = [path for path in (ROOT.parent / "shared", ROOT.parent.parent / "shared", pathlib.Path("/work/shared"))
+             if (path / "baselines" / "dmc_vision-drqv2.json.gz").exists()]
+    if not found:
+        assert os.environ.get("CI") != "true", "CI runs with shared/ beside the clone: its baselines must be there"
+        pytest.skip("no shared/baselines beside this checkout")
+    path = str(found[0] / "baselines" / "dmc_vision-drqv2.json.gz")
     records = read_scores(path)
     curves = score_curves([r for r in records if r["task"] == "dmc_cheetah_run"], 10_000, 100_000)
     x, mean, _, seeds = curves[("dmc_cheetah_run", "drqv2")]

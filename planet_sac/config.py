@@ -87,6 +87,7 @@ class ModelConfig:
     hidden_size: int = 200  # hidden layer width inside the RSSM's prior and posterior
     min_stddev: float = 0.1  # lower bound of the stochastic state's standard deviation
     cnn_depth: int = 32  # conv encoder channels 32/64/128/256 as in PlaNet
+    decoder_depth: int | None = None  # conv decoder channels 128/64/32 for 32 (PlaNet); None = cnn_depth; fewer cut its cost
     mlp_units: int = 200  # encoder/decoder/reward MLP width for state observations
     mlp_layers: int = 2  # hidden layers of those MLPs
     reward_units: int = 100  # width of the reward head's two hidden layers (PlaNet's feed_forward)
@@ -94,6 +95,7 @@ class ModelConfig:
     free_nats: float = 3.0  # floor on the KL of every time step (PlaNet: elementwise, before the mean)
     kl_scale: float = 1.0  # weight of the KL term in the loss
     reward_scale: float = 10.0  # PlaNet's reward_scale
+    obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
     overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet)
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
@@ -102,7 +104,10 @@ class ModelConfig:
     def validate(self) -> None:
         for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
             _positive(f"model.{name}", getattr(self, name))
+        if self.decoder_depth is not None:
+            _positive("model.decoder_depth", self.decoder_depth)
         _positive("model.min_stddev", self.min_stddev)
+        _positive("model.obs_std", self.obs_std)
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
             _non_negative(f"model.{name}", getattr(self, name))
         _non_negative("model.overshooting_distance", self.overshooting_distance)

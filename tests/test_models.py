@@ -23,6 +23,18 @@ def test_image_model_shapes_and_names():
         assert part in names
     kernels = {variable_name(v): v.shape for v in model.variables}
     assert [kernels[f"world_model/encoder/conv{i}/kernel"][-1] for i in range(4)] == [32, 64, 128, 256]
+    # PlaNet's decoder: dense to 1024, then transposed convolutions to 128, 64, 32 and 3 channels (kernels are HWOI).
+    assert kernels["world_model/decoder/dense/kernel"] == (model.rssm.feature_size, 1024)
+    assert [kernels[f"world_model/decoder/deconv{i}/kernel"][2] for i in range(4)] == [128, 64, 32, 3]
+
+
+def test_decoder_depth_narrows_only_the_decoder():
+    model = WorldModel(ModelConfig(decoder_depth=16), "image", (64, 64, 3), 6)
+    kernels = {variable_name(v): v.shape for v in model.variables}
+    assert [kernels[f"world_model/encoder/conv{i}/kernel"][-1] for i in range(4)] == [32, 64, 128, 256]
+    assert kernels["world_model/decoder/dense/kernel"] == (model.rssm.feature_size, 512)
+    assert [kernels[f"world_model/decoder/deconv{i}/kernel"][2] for i in range(4)] == [64, 32, 16, 3]
+    assert model.decoder(tf.zeros([2, model.rssm.feature_size])).shape == (2, 64, 64, 3)
 
 
 def test_preprocess_is_planets_5_bit_dequantised_and_centred():
@@ -177,15 +189,30 @@ def test_mixed_bfloat16_computes_convolutions_in_bfloat16_and_keeps_float32_weig
     np.testing.assert_allclose(decoded_mixed, decoded_full, atol=0.05)
 
 
-def test_unit_normal_nll_matches_the_gaussian_density():
-    from planet_sac.models.world_model import unit_normal_nll
+@pytest.mark.parametrize("std", [1.0, 0.1])
+def test_normal_nll_matches_the_gaussian_density(std):
+    from planet_sac.models.world_model import normal_nll
 
     rng = np.random.default_rng(0)
-    x, mean = rng.normal(size=(2, 3, 4, 5)), rng.normal(size=(2, 3, 4, 5))
-    by_hand = 0.5 * ((x - mean) ** 2).sum((-2, -1)) + 0.5 * 20 * np.log(2 * np.pi)  # -log of a 20-dim unit Gaussian
-    np.testing.assert_allclose(unit_normal_nll(tf.constant(x), tf.constant(mean), 2).numpy(), by_hand, rtol=1e-10)
-    np.testing.assert_allclose(unit_normal_nll(tf.constant(x), tf.constant(mean), 0).numpy(),
-                               0.5 * (x - mean) ** 2 + 0.5 * np.log(2 * np.pi), rtol=1e-10)
+    x = rng.normal(size=(2, 3, 4, 5))
+    mean = x + std * rng.normal(size=x.shape)  # errors of about one std: densities far from underflow
+    density = np.exp(-0.5 * ((x - mean) / std) ** 2) / (std * np.sqrt(2 * np.pi))  # elementwise Gaussian density
+    by_hand = -np.log(density).sum((-2, -1))  # -log of a 20-dim Gaussian with independent dimensions
+    np.testing.assert_allclose(normal_nll(tf.constant(x), tf.constant(mean), 2, std).numpy(), by_hand, rtol=1e-10)
+    np.testing.assert_allclose(normal_nll(tf.constant(x), tf.constant(mean), 0, std).numpy(), -np.log(density), rtol=1e-10)
+
+
+def test_obs_std_sets_the_decoders_gaussian_in_the_loss():
+    """`model.obs_std` 0.1: the observation term is -log N(state; decoded mean, 0.01), summed over the state, averaged."""
+    config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=8, reward_units=8, obs_std=0.1)
+    model = WorldModel(config, "state", (3,), 1, seed=1)
+    rng = tf.random.Generator.from_seed(0)
+    batch = {"state": rng.normal([2, 5, 3]), "action": rng.normal([2, 5, 1]), "reward": rng.normal([2, 5])}
+    _, metrics, posts = model.loss(batch, model.sample_noise(rng, 2, 5))
+    error = batch["state"].numpy() - model.decode(posts).numpy()
+    by_hand = (0.5 * (error / 0.1) ** 2 + np.log(0.1) + 0.5 * np.log(2 * np.pi)).sum(-1).mean()
+    np.testing.assert_allclose(metrics["loss/state"].numpy(), by_hand, rtol=1e-5)
+    assert ModelConfig().obs_std == 1.0  # PlaNet's unit variance by default
 
 
 def test_mixed_bfloat16_runs_the_state_encoder_decoder_and_reward_head_in_bfloat16():

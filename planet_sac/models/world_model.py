@@ -60,7 +60,8 @@ class WorldModel(tf.Module):
                              config.min_stddev, seed, activation, name="rssm")
             features = self.rssm.feature_size
             if obs_key == "image":
-                self.decoder = ConvDecoder(features, config.cnn_depth, seed, compute_dtype, name="decoder")
+                decoder_depth = config.decoder_depth or config.cnn_depth
+                self.decoder = ConvDecoder(features, decoder_depth, seed, compute_dtype, name="decoder")
             else:
                 self.decoder = MLP(features, config.mlp_units, config.mlp_layers, obs_shape[0], activation, seed,
                                    name="decoder", compute_dtype=mixed)
@@ -112,9 +113,9 @@ class WorldModel(tf.Module):
         posts, priors = self.rssm.observe(embed, batch["action"], noise["posterior"])
         features = self.rssm.features(posts)
 
-        recon_loss = tf.reduce_mean(unit_normal_nll(obs, self.decoder(features), len(self.obs_shape)))
+        recon_loss = tf.reduce_mean(normal_nll(obs, self.decoder(features), len(self.obs_shape), cfg.obs_std))
         reward_mean = tf.squeeze(self.reward(features), -1)
-        reward_loss = tf.reduce_mean(unit_normal_nll(batch["reward"], reward_mean, 0))
+        reward_loss = tf.reduce_mean(normal_nll(batch["reward"], reward_mean, 0))
 
         kl = tfd.kl_divergence(self.rssm.distribution(posts), self.rssm.distribution(priors))  # [B, T]
         kl_loss = self._free_nats(kl)
@@ -192,18 +193,20 @@ class WorldModel(tf.Module):
         return mean
 
 
-def unit_normal_nll(x: tf.Tensor, mean: tf.Tensor, event_dims: int) -> tf.Tensor:
-    """-log N(x; mean, 1) summed over the last `event_dims` axes (PlaNet's unit-variance heads).
+def normal_nll(x: tf.Tensor, mean: tf.Tensor, event_dims: int, std: float = 1.0) -> tf.Tensor:
+    """-log N(x; mean, std^2) summed over the last `event_dims` axes (PlaNet's heads: std 1).
 
-    The closed form, 0.5 * sum (x - mean)^2 + 0.5 * D * log(2 pi), in three elementwise
-    ops: over the 2.5 M pixels of a 16 x 50 batch it is cheaper than a distribution object.
+    The closed form, 0.5 * sum ((x - mean) / std)^2 + D * (log std + 0.5 log(2 pi)), in a few
+    elementwise ops: over the 2.5 M pixels of a 16 x 50 batch it is cheaper than a distribution object.
     """
     squared = tf.square(x - mean)
+    if std != 1.0:
+        squared = squared / std**2
     axes = list(range(-event_dims, 0))
     size = 1
     for dim in x.shape[len(x.shape) - event_dims:]:
         size *= dim
-    return 0.5 * (tf.reduce_sum(squared, axes) if axes else squared) + 0.5 * size * math.log(2 * math.pi)
+    return 0.5 * (tf.reduce_sum(squared, axes) if axes else squared) + size * (math.log(std) + 0.5 * math.log(2 * math.pi))
 
 
 def _shift(x: tf.Tensor, steps: tf.Tensor | int) -> tf.Tensor:

@@ -23,8 +23,8 @@ def gnu_time(path: str) -> dict | None:
     values = dict(re.findall(r"(wall|user|sys) ([\d.]+) s", text))
     if "wall" not in values:
         return None
-    wall, cpu = float(values["wall"]), float(values["user"]) + float(values["sys"])
-    return {"wall": wall, "cpu": cpu}
+    cpu = float(values["user"]) + float(values["sys"]) if "user" in values and "sys" in values else None
+    return {"wall": float(values["wall"]), "cpu": cpu}  # cpu None: only the wall-clock was recorded
 
 
 def evaluation(path: str) -> dict:

@@ -1,8 +1,10 @@
 r"""One learner update of a pixel config with its SAC updates and imagination: trace time, graph size, seconds.
 
-Usage (one process; the learners of the given precisions are timed in interleaved rounds):
+Usage (one process; the learners of the given precisions and config variants are timed in interleaved rounds):
     .venv/bin/python bench/update_speed.py --config configs/cheetah_run_cpu.yaml --reps 10 \\
         --precisions float32 mixed_bfloat16 auto --set sac.imagination_horizon=15 sac.real_ratio=0.5 --json OUT.json
+    .venv/bin/python bench/update_speed.py --config configs/dmc_vision_cpu.yaml --precisions float32 auto \\
+        --variants d16:model.decoder_depth=16 d8:model.decoder_depth=8 --json OUT.json
 
 A/B against an older source tree in the same process: `--baseline PACKAGE` also times that
 tree's learner in float32, where PACKAGE is a copy of the old `planet_sac/` renamed (imports
@@ -57,6 +59,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--action-size", type=int, default=6)
     parser.add_argument("--set", nargs="*", default=[], dest="overrides")
+    parser.add_argument("--variants", nargs="*", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+                        help="also time these config variants (e.g. d16:model.decoder_depth=16), each at every precision")
     parser.add_argument("--baseline", help="importable package name of an older planet_sac tree, timed in float32")
     parser.add_argument("--catch-up", action="store_true",
                         help="also time Learner.catch_up: the SAC updates and imagination alone, the model frozen")
@@ -64,15 +68,22 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.config, args.overrides)
     batch = image_batch(config.data.batch_size, config.data.chunk_length, args.action_size)
-    builders = [(precision, precision, WorldModel, SAC, Learner) for precision in args.precisions]
+    variants = {"": []}
+    for item in args.variants:
+        name, sep, settings = item.partition(":")
+        if not sep or not name or not settings:
+            parser.error(f"--variants {item!r}: expected NAME:KEY=VALUE[,KEY=VALUE], e.g. d16:model.decoder_depth=16")
+        variants[name] = settings.split(",")
+    builders = [(f"{variant}/{precision}" if variant else precision, precision, WorldModel, SAC, Learner, settings)
+                for variant, settings in variants.items() for precision in args.precisions]
     if args.baseline:
         old = {name: importlib.import_module(f"{args.baseline}.{module}") for name, module in (
             ("world_model", "models.world_model"), ("sac", "control.sac"), ("learner", "training.learner"))}
         builders.insert(0, ("baseline/float32", "float32", old["world_model"].WorldModel, old["sac"].SAC,
-                            old["learner"].Learner))
+                            old["learner"].Learner, []))
     learners, results = {}, {}
-    for name, precision, world_model_class, sac_class, learner_class in builders:
-        cfg = apply_overrides(config, [f"optim.precision={precision}"])
+    for name, precision, world_model_class, sac_class, learner_class, settings in builders:
+        cfg = apply_overrides(config, [*settings, f"optim.precision={precision}"])
         model = world_model_class(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
         learner = learner_class(cfg, model, sac_class(cfg.sac, model.rssm.feature_size, args.action_size))
         start = time.perf_counter()

@@ -1,5 +1,5 @@
 """scripts/check_large_files.py: a tracked file over 2 MB fails `make test`, except in data/, tests/fixtures/ and
-the three run directories listed as pending removal."""
+the run directories listed as pending removal."""
 
 from __future__ import annotations
 

@@ -310,7 +310,8 @@ def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] =
         axis.set_ylabel("test return")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    figure.suptitle(f"mean ± 1 std over seeds, each seed binned to {bin_size:g} env steps")
+    title = f"mean ± 1 std over seeds, each seed binned to {bin_size:g} env steps"
+    figure.suptitle(title if columns > 1 else title.replace(", ", ",\n"), fontsize=10)  # one panel: two lines fit
     figure.tight_layout()
     figure.savefig(out, dpi=110)
     return figure

@@ -325,6 +325,9 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
         per_frame = render_seconds_per_frame(config)
         frames = sum(episode_stats(os.path.join(spec.run_dir, folder))[1] for folder in ("train_episodes", "test_episodes"))
         clock.update({"rendering_per_frame": per_frame, "rendering_estimate": per_frame * frames})
+    from planet_sac.benchmark import machine
+    from planet_sac.models.precision import resolve_precision
+
     result = {
         "task": spec.task, "score_task": spec.score_task, "method": method, "seed": spec.seed,
         "action_repeat": spec.action_repeat, "obs": config.env.obs, "config": config_path,
@@ -333,6 +336,8 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
         "headline": {key: evaluation[config.policy.test][key] for key in ("mean", "std", "episodes")}
         if config.policy.test in evaluation else None,
         "evaluation": evaluation, "seconds": clock,
+        # where the seconds were measured: CPU model, cores, TensorFlow, bfloat16 flags, and the precision auto chose
+        "machine": {**machine(), "precision": resolve_precision(config.optim.precision, config.env.obs)},
     }
     _write_atomic(spec.result_path, lambda file: json.dump(result, file, indent=2))  # last: marks the run finished
     return result

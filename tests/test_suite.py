@@ -182,6 +182,9 @@ def test_tiny_suite_records_skips_finished_and_restarts_a_vanished_run(tmp_path)
         assert all(value["seconds"] > 0 for value in result["evaluation"].values())
         assert set(result["seconds"]) >= {"updates", "acting", "test_phases", "evaluation", "span"}
         assert result["seconds"]["updates"] > 0 and result["seconds"]["test_phases"] > 0
+        # the machine the seconds were measured on; a state task always runs in float32 (nothing to gain in bfloat16)
+        assert result["machine"]["cores"] == os.cpu_count() and result["machine"]["precision"] == "float32"
+        assert isinstance(result["machine"]["avx2"], bool) and result["machine"]["tensorflow"]
     assert _records(scores) == expected
     # The two seeds are different runs.
     assert expected[0]["ys"] != expected[1]["ys"]

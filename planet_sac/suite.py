@@ -31,7 +31,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
-from planet_sac.config import POLICIES, Config, ConfigError
+from planet_sac.config import POLICIES, Config, ConfigError, diff, read_config_file
 from planet_sac.metrics import read_metrics
 from planet_sac.plotting import read_scores
 
@@ -235,6 +235,24 @@ def is_finished(spec: RunSpec, env_steps: int) -> bool:
         return False
 
 
+def check_same_config(spec: RunSpec, config: Config, env_steps: int) -> None:
+    """Refuses an `OUT` whose run of `spec` (finished, or stopped with its directory) was made with another config.
+
+    A score file mixes no configurations: a finished run would otherwise be skipped and its record kept
+    although the command now asks for other settings, and a stopped one would fail only when its turn came.
+    """
+    from planet_sac.training.run_dir import check_config_change  # TensorFlow: imported when a run is checked
+
+    if is_finished(spec, env_steps):
+        saved = os.path.join(spec.results_dir, "config.yaml")
+        changed = diff(read_config_file(saved), config) if os.path.isfile(saved) else []
+        if changed:
+            raise ConfigError(f"{spec.results_dir} holds a finished run of another config (changed: "
+                              f"{', '.join(changed[:5])}); use a new --out, or drop the conflicting --config/--set")
+    elif os.path.isdir(spec.run_dir):
+        check_config_change(spec.run_dir, config, force=False)
+
+
 def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compare_episodes: int) -> dict[str, dict]:
     """{policy: returns and seconds}: the headline policy on `episodes` episodes, every other policy on `compare_episodes`.
 
@@ -371,6 +389,9 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
                               "to convert --env-steps into updates; set it to 1 or more (PlaNet: 5)")
         if not config.schedule.collect:
             raise ConfigError("schedule.collect=false: the suite's runs collect their own episodes; set it to true")
+        for seed in seeds:
+            spec = RunSpec(task, seed, repeats[task], out)
+            check_same_config(spec, load_config(config_path, [*overrides, *spec.overrides()]), env_steps)
     summaries = []
     for seed in seeds:
         for task in tasks:

@@ -270,3 +270,41 @@ def test_cli_suite_errors_are_one_line(tmp_path, capsys):
                  "--set", "env.seed=1"]) == 2
     assert "the suite sets" in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def _finished_run(out: Path, seed: int, overrides: list[str], env_steps: int = 400) -> Path:
+    """A finished run's results folder as the suite leaves it (config.yaml and result.json), without training."""
+    from planet_sac.config import save_config
+
+    results = out / "results" / "gym_Pendulum-v1" / f"seed{seed}"
+    results.mkdir(parents=True)
+    save_config(load_config(SMOKE, [*overrides, f"env.task={TASK}", "env.action_repeat=2", f"seed={seed}",
+                                    f"env.seed={seed}"]), str(results / "config.yaml"))
+    (results / "result.json").write_text(json.dumps({"env_steps_target": env_steps}))
+    return results
+
+
+def test_a_finished_run_of_another_config_is_refused_before_anything_runs(tmp_path):
+    out = tmp_path / "out"
+    _finished_run(out, 0, ["data.batch_size=8"])
+    before = sorted(path.name for path in out.rglob("*"))
+    with pytest.raises(ConfigError, match=r"seed0 holds a finished run of another config \(changed: data.batch_size"):
+        suite.run_suite(SMOKE, [TASK], [1, 0], 400, str(out), explicit_repeats=REPEAT, progress=False)
+    assert sorted(path.name for path in out.rglob("*")) == before  # seed 1 (listed first) did not start
+    # The same config is skipped as finished (nothing trained: seed 0 only).
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 400, str(out), explicit_repeats=REPEAT, progress=False,
+                                overrides=["data.batch_size=8"])
+    assert [s["status"] for s in summaries] == ["skipped"]
+
+
+def test_a_stopped_run_of_another_config_is_refused_before_the_first_run_starts(tmp_path):
+    from planet_sac.config import save_config
+
+    out = tmp_path / "out"
+    run = out / "runs" / "gym_Pendulum-v1" / "seed1"
+    run.mkdir(parents=True)
+    save_config(load_config(SMOKE, [f"env.task={TASK}", "env.action_repeat=2", "seed=1", "env.seed=1",
+                                    "model.deter_size=8"]), str(run / "config.yaml"))
+    with pytest.raises(ConfigError, match=r"seed1 was started with another config \(changed: model.deter_size"):
+        suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT, progress=False)
+    assert not (out / "runs" / "gym_Pendulum-v1" / "seed0").exists()  # seed 0 comes first and did not start

@@ -24,15 +24,6 @@ LIMIT_BYTES = 2_000_000
 ALLOWED_FOLDERS = ("data/", "tests/fixtures/")
 """Example data and test fixtures: small by review, allowed to be binary."""
 
-PENDING_REMOVAL = {
-    "bench/results/cheetah_pixels_imagine/run/": "committed checkpoints of a cheetah run (its episodes and event files are gone)",
-    "bench/results/cheetah_pixels_sac/run/": "committed checkpoints, episodes and event files of a cheetah run",
-}
-"""Run directories committed before this check existed, removed in later submissions: a deletion counts its
-full size against the 256 MiB cap of a submission's diff, so they go one or two at a time. Only these paths
-are excused; a NEW large file anywhere else, including a new run directory beside them, fails the check."""
-
-
 def tracked_sizes(repo: str) -> dict[str, int]:
     """{path: size in bytes} of every file in the index of the git repository `repo`."""
     listing = subprocess.run(["git", "-C", repo, "ls-files", "-s", "-z"], check=True, capture_output=True).stdout
@@ -59,9 +50,8 @@ def tracked_sizes(repo: str) -> dict[str, int]:
 
 
 def violations(sizes: dict[str, int], limit: int = LIMIT_BYTES) -> list[tuple[str, int]]:
-    """(path, size) of the files over `limit` that are neither in an allowed folder nor pending removal."""
-    excused = ALLOWED_FOLDERS + tuple(PENDING_REMOVAL)
-    return sorted((path, size) for path, size in sizes.items() if size > limit and not path.startswith(excused))
+    """(path, size) of the files over `limit` outside the allowed folders."""
+    return sorted((path, size) for path, size in sizes.items() if size > limit and not path.startswith(ALLOWED_FOLDERS))
 
 
 def main(argv: list[str] | None = None) -> int:

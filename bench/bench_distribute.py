@@ -20,6 +20,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import planet_sac  # noqa: E402, F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+# isort: split
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 

@@ -30,6 +30,9 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import planet_sac  # noqa: E402, F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+# isort: split
 import tensorflow as tf  # noqa: E402
 
 from planet_sac.episodes import EpisodeReplay, make_dataset, save_episode  # noqa: E402

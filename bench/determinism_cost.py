@@ -23,6 +23,8 @@ import sys
 
 
 def measure(config_path: str, deterministic: bool, reps: int) -> dict:
+    import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+    # isort: split
     import tensorflow as tf
 
     if deterministic:

@@ -128,3 +128,31 @@ def test_a_stopped_final_evaluation_keeps_the_policies_it_finished(tmp_path, mon
     run(3)
     assert calls == ["after", "cem", "sac", "random"]
     assert json.loads((out / "evaluation.json").read_text())["evaluation"]["random"]["returns"] == [6.0] * 3
+
+
+def _first_import_line(tree, package: str) -> int | None:
+    """The line of the first `import package...` / `from package... import` anywhere in the module (functions included)."""
+    import ast
+
+    lines = [node.lineno for node in ast.walk(tree)
+             if (isinstance(node, ast.Import) and any(alias.name.split(".")[0] == package for alias in node.names))
+             or (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == package)]
+    return min(lines) if lines else None
+
+
+def test_bench_and_research_scripts_import_planet_sac_before_tensorflow():
+    # planet_sac's import sets TF_ENABLE_ONEDNN_OPTS=1, which TensorFlow reads once when it loads: a script that
+    # loads TensorFlow first times convolutions without oneDNN where the build leaves it off (2x slower on AVX2).
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = sorted([*root.glob("bench/*.py"), *root.glob("research/**/*.py")])
+    assert len(scripts) > 5
+    late = []
+    for path in scripts:
+        tree = ast.parse(path.read_text(), str(path))
+        tensorflow, planet_sac = _first_import_line(tree, "tensorflow"), _first_import_line(tree, "planet_sac")
+        if tensorflow is not None and (planet_sac is None or planet_sac > tensorflow):
+            late.append(f"{path.relative_to(root)}:{tensorflow}")
+    assert not late, f"import planet_sac before tensorflow in {late}"

@@ -13,6 +13,9 @@ import argparse
 import glob
 import os
 
+import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+# isort: split
 import numpy as np
 import tensorflow as tf
 

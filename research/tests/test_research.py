@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 
+import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+# isort: split
 import numpy as np
 import tensorflow as tf
 

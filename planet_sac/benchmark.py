@@ -28,7 +28,7 @@ from planet_sac.agent import Agent
 from planet_sac.config import Config, ConfigError, apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.sac import SAC
-from planet_sac.models.precision import resolve_precision
+from planet_sac.models.precision import cpu_flags, cpu_vendor, resolve_precision
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.learner import Learner
 
@@ -71,7 +71,7 @@ def median_time(fn: Callable[[], object], reps: int) -> float:
 
 
 def machine() -> dict:
-    """CPU model, core count and the instruction-set flags that decide bfloat16 speed."""
+    """CPU model and vendor, core count and the instruction-set flags that decide bfloat16 speed."""
     info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "tensorflow": tf.__version__}
     try:
         with open("/proc/cpuinfo") as file:
@@ -79,10 +79,10 @@ def machine() -> dict:
     except OSError:  # not Linux: the CPU model from platform is all we know
         return info
     model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
     if model:
         info["cpu"] = model.group(1).strip()
-    present = set(flags.group(1).split()) if flags else set()
+    info["vendor"] = cpu_vendor(text)
+    present = cpu_flags(text)
     info.update({flag: flag in present for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")})
     return info
 

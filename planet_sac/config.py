@@ -124,7 +124,7 @@ class OptimConfig:
     grad_clip: float = 1000.0  # global gradient norm is clipped to this
     accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update (lowers memory, same batch)
     jit_compile: bool = False  # compile the update with XLA (slower on CPU, see README)
-    precision: Literal["auto", "float32", "mixed_bfloat16"] = "auto"  # auto: mixed_bfloat16 (bf16 conv nets) on CPUs with avx512_bf16/amx_bf16
+    precision: Literal["auto", "float32", "mixed_bfloat16"] = "auto"  # auto: mixed_bfloat16 (bf16 conv nets) with amx_bf16, or avx512_bf16 on AMD
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
     strategy: Literal["default", "mirrored", "multi_worker"] = "default"  # data parallelism: none, over local GPUs, or over the TF_CONFIG cluster
 

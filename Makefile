@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make train   creates .venv, installs planet-sac with its extras (uv, from PyPI: 10-20 s where pip took 60-70), trains the default agent
+#   make train   creates .venv, installs planet-sac with its extras (uv, from PyPI: about 20 s where pip took 60-70), trains the default agent
 #   make test    same set-up, then ruff, mypy (planet_sac/, configured in pyproject.toml), the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=3 pytest-xdist processes: on 2 cores the third uses the time the others wait on subprocesses; 0 runs it serially)
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,7 +15,7 @@ export MUJOCO_GL ?= egl
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e ".[dmc,test]"
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e ".[dmc,test]"  # --compile-bytecode: as pip does; where PYTHONDONTWRITEBYTECODE is set (as here), every process would otherwise compile TensorFlow from source (make test 7m15 -> 9m21)
 	touch $(STAMP)
 
 install: $(STAMP)

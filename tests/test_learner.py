@@ -88,18 +88,17 @@ def test_nan_batch_is_skipped_counted_and_weights_stay_finite(smoke_config):
 
 def test_checkpointed_learner_resumes_exactly(smoke_config, tmp_path):
     batches = [state_batch(seed=i) for i in range(6)]
-    straight = build(smoke_config)
-    for batch in batches:
-        straight.update(batch)
 
     def variables(learner):
         return named_variables([learner.world_model, learner.sac, learner.optimizer, learner],
                                extra={"learner/rng_state": learner.rng.state})
 
-    first = build(smoke_config)
+    straight = build(smoke_config)
     for batch in batches[:3]:
-        first.update(batch)
-    Checkpointer(str(tmp_path), variables(first)).save(3)
+        straight.update(batch)
+    Checkpointer(str(tmp_path), variables(straight)).save(3)  # saving reads the variables only: it goes on unchanged
+    for batch in batches[3:]:
+        straight.update(batch)
 
     resumed = build(smoke_config, seed=99)  # different initial values: everything must come from the checkpoint
     assert Checkpointer(str(tmp_path), variables(resumed)).restore_latest()
@@ -160,9 +159,24 @@ def test_nan_in_a_sac_loss_skips_that_sac_update():
     assert float(sac.update(*good, rng=rng)["sac/update_finite"]) == 1.0
 
 
-def test_learner_counts_skipped_sac_updates_and_keeps_the_world_model_update(smoke_config):
-    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3"]))
+def test_catch_up_trains_the_head_alone_on_the_frozen_model_and_skipped_sac_updates_are_counted(smoke_config):
+    """One learner (3 SAC updates per update, a catch-up round) for both: first the catch-up on a finite model,
+    then a head whose critic target is NaN: its updates are skipped and counted, the world model's update is kept."""
+    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3", "sac.catchup_rounds=1"]))
     learner.update(state_batch())
+    # The catch-up trains the head alone on the frozen model.
+    model = {name: v.numpy() for name, v in named_variables([learner.world_model, learner.optimizer]).items()}
+    head = sac_state(learner.sac)
+    iterations = int(learner.sac.critic_optimizer.iterations.numpy())
+    metrics = learner.catch_up(state_batch(seed=2))
+    assert float(metrics["sac/update_finite"]) == 1.0 and set(SAC.METRICS) <= set(metrics)
+    for name, value in named_variables([learner.world_model, learner.optimizer]).items():
+        np.testing.assert_array_equal(value.numpy(), model[name], err_msg=name)  # the model and its Adam: frozen
+    assert int(learner.sac.critic_optimizer.iterations.numpy()) == iterations + 3  # updates_per_step SAC updates
+    changed = [name for name, value in sac_state(learner.sac).items() if not np.array_equal(value, head[name])]
+    assert any("actor" in name for name in changed) and any("critic1" in name for name in changed)
+
+    # The learner counts skipped SAC updates and keeps the world model's update.
     target = learner.sac.critic_target
     learner.sac.critic_target = lambda reward, *args: target(reward, *args) + np.nan  # before the next trace
     learner.update = tf.function(learner._update, autograph=False)
@@ -175,21 +189,6 @@ def test_learner_counts_skipped_sac_updates_and_keeps_the_world_model_update(smo
     changed = [name for name, v in named_variables([learner.world_model]).items()
                if not np.array_equal(v.numpy(), world_model[name])]
     assert changed  # the world model still trained on this finite batch
-
-
-def test_catch_up_trains_the_head_alone_on_the_frozen_model(smoke_config):
-    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3", "sac.catchup_rounds=1"]))
-    learner.update(state_batch())
-    model = {name: v.numpy() for name, v in named_variables([learner.world_model, learner.optimizer]).items()}
-    head = sac_state(learner.sac)
-    iterations = int(learner.sac.critic_optimizer.iterations.numpy())
-    metrics = learner.catch_up(state_batch(seed=2))
-    assert float(metrics["sac/update_finite"]) == 1.0 and set(SAC.METRICS) <= set(metrics)
-    for name, value in named_variables([learner.world_model, learner.optimizer]).items():
-        np.testing.assert_array_equal(value.numpy(), model[name], err_msg=name)  # the model and its Adam: frozen
-    assert int(learner.sac.critic_optimizer.iterations.numpy()) == iterations + 3  # updates_per_step SAC updates
-    changed = [name for name, value in sac_state(learner.sac).items() if not np.array_equal(value, head[name])]
-    assert any("actor" in name for name in changed) and any("critic1" in name for name in changed)
 
 
 def test_several_learners_in_one_process_give_no_retracing_warning(smoke_config, tensorflow_warnings):

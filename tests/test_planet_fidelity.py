@@ -195,20 +195,30 @@ def read_records(logdir):
         return [json.loads(line) for line in file if line.strip()]
 
 
+SHORT_SCHEDULE = ["schedule.train_steps=20", "schedule.train_phase_steps=10", "schedule.collect_every=5",
+                  "schedule.log_every=100", "schedule.checkpoint_every=100", "schedule.video_every=100"]
+
+
 @pytest.fixture
 def short_schedule(smoke_config):
-    return apply_overrides(smoke_config, ["schedule.train_steps=20", "schedule.train_phase_steps=10",
-                                          "schedule.collect_every=5", "schedule.log_every=100",
-                                          "schedule.checkpoint_every=100", "schedule.video_every=100"])
+    return apply_overrides(smoke_config, SHORT_SCHEDULE)
 
 
-def test_phase_sequence_and_held_out_loss(short_schedule, tmp_path):
-    """A test phase follows every train_phase_steps updates; each logs test/loss/* from test_episodes/."""
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory) -> str:
+    """One whole run of the short schedule (20 updates, two test phases), shared by the tests that only read it."""
+    from planet_sac.config import load_config
     from planet_sac.training.trainer import train
+    from tests.conftest import CONFIGS
 
-    logdir = str(tmp_path / "run")
-    train(short_schedule, logdir, progress=False)
-    records = read_records(logdir)
+    logdir = str(tmp_path_factory.mktemp("short") / "run")
+    train(load_config(CONFIGS / "smoke.yaml", SHORT_SCHEDULE), logdir, progress=False)
+    return logdir
+
+
+def test_phase_sequence_and_held_out_loss(short_run):
+    """A test phase follows every train_phase_steps updates; each logs test/loss/* from test_episodes/."""
+    records = read_records(short_run)
     assert [r["step"] for r in records if r.get("phase") == "test"] == [10, 20]
     assert [r["step"] for r in records if "train/return" in r] == [5, 10, 15, 20]
     for record in (r for r in records if r.get("phase") == "test"):
@@ -228,12 +238,12 @@ def test_zero_train_steps_means_zero_updates(short_schedule, tmp_path):
         trainer.close()
 
 
-def test_filtered_restore_keeps_the_new_runs_test_phases(short_schedule, tmp_path):
+def test_filtered_restore_keeps_the_new_runs_test_phases(short_schedule, short_run, tmp_path):
     """Restoring everything from a run that already had test phases must not skip the new run's first one."""
     from planet_sac.training.trainer import train
 
-    source = str(tmp_path / "source")
-    train(short_schedule, source, progress=False)  # two test phases done
+    source = short_run  # two test phases done; restoring from it only reads it
+    assert [r["step"] for r in read_records(source) if r.get("phase") == "test"] == [10, 20]
     target = str(tmp_path / "target")
     train(short_schedule, target, restore_from=source, train_steps=10, progress=False)
     assert [r["step"] for r in read_records(target) if r.get("phase") == "test"] == [10]

@@ -78,8 +78,11 @@ def test_consecutive_nan_updates_stop_the_run_with_the_checkpoint_intact(tmp_pat
             assert np.all(np.isfinite(value)), name
 
 
-def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints(tmp_path):
-    """Trainer(...).run() on a logdir with checkpoints continues that run; it never starts over and overwrites them."""
+def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints_and_a_finished_run_stays_unchanged(tmp_path):
+    """Trainer(...).run() on a logdir with checkpoints continues that run; it never starts over and overwrites them.
+
+    Then, on the same run: `train` on a run already at its train_steps (the same command run twice) says the step it
+    is at and adds no update, episode or metrics record; scripts use that step to see the run finished."""
     config = load_config(CONFIGS / "smoke.yaml", ["schedule.checkpoint_every=2", "schedule.test_episodes=0"])
     logdir = str(tmp_path / "run")
     first = Trainer(config, logdir, progress=False)
@@ -95,7 +98,7 @@ def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints(tmp_p
     for name, variable in second.variables.items():
         np.testing.assert_array_equal(variable.numpy(), saved.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"),
                                       err_msg=name)
-    second.run(train_steps=6)
+    assert second.run(train_steps=6)["step"] == 6
     second.close()
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
     assert reader.get_tensor("variables/counters/step/.ATTRIBUTES/VARIABLE_VALUE") == 6
@@ -103,19 +106,13 @@ def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints(tmp_p
     kept = tf.train.load_checkpoint(good)  # the good checkpoint is still there, unchanged
     assert kept.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 4
 
-
-def test_training_a_finished_run_again_reports_its_step_and_changes_nothing(tmp_path):
-    """`train` on a run already at its train_steps (the same command run twice) says the step it is at
-    and adds no update, episode or metrics record; scripts use that step to see the run finished."""
-    config = load_config(CONFIGS / "smoke.yaml", ["schedule.test_episodes=0"])
-    logdir = str(tmp_path / "run")
-    assert train(config, logdir, train_steps=3, progress=False)["step"] == 3
+    # The run is finished at 6: training it again to 6 reports its step and changes nothing.
     episodes = sorted(os.listdir(f"{logdir}/train_episodes"))
     with open(f"{logdir}/metrics.jsonl") as file:
         records = file.read()
-    assert train(config, logdir, train_steps=3, progress=False) == {"step": 3}
+    assert train(config, logdir, train_steps=6, progress=False) == {"step": 6}
     assert sorted(os.listdir(f"{logdir}/train_episodes")) == episodes
     with open(f"{logdir}/metrics.jsonl") as file:
         assert file.read() == records
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
-    assert reader.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 3
+    assert reader.get_tensor("variables/optimizer/world_model/iterations/.ATTRIBUTES/VARIABLE_VALUE") == 6

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -23,18 +24,55 @@ def smoke_config() -> Config:
     return load_config(CONFIGS / "smoke.yaml")
 
 
+def made_once_per_session(tmp_path_factory, name: str, make) -> Path:
+    """The directory `make(directory)` fills, made once per test session and then read by everyone.
+
+    Under pytest-xdist each worker process has its own session: a session-scoped fixture would be made
+    once per worker. Here the first worker to ask makes it in the directory the workers share (the
+    parent of their base temporary directories), under a file lock; the others wait for it and reuse it.
+    """
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this session's directory, shared by its workers
+    directory = root / f"once-{name}"
+    with open(f"{directory}.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            if not (directory / ".complete").exists():  # not made yet, or a worker failed half-way
+                if directory.exists():
+                    shutil.rmtree(directory)
+                directory.mkdir()
+                make(directory)
+                (directory / ".complete").write_text("")
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    return directory
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> tuple[str, list[str]]:
     """One `planet-sac train` smoke run of 10 updates, resumed to 20 (a test phase at each), shared by the tests
-    that only read it: its logdir, and its training episodes before the resume. Tests must not write into it."""
+    that only read it: its logdir, and its training episodes before the resume. Tests must not write into it.
+
+    The run is trained once per session (`made_once_per_session`); each worker process reads its own copy."""
     from planet_sac.cli import main
     from planet_sac.episodes.storage import list_episodes
 
-    logdir = str(tmp_path_factory.mktemp("runs") / "smoke")
     smoke = str(CONFIGS / "smoke.yaml")
-    assert main(["train", "--config", smoke, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
-    first_train = list_episodes(f"{logdir}/train_episodes")
-    assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
+
+    def make(directory: Path) -> None:
+        logdir = str(directory / "smoke")
+        assert main(["train", "--config", smoke, "--logdir", logdir, "--train-steps", "10", "--quiet"]) == 0
+        first_train = [os.path.basename(path) for path in list_episodes(f"{logdir}/train_episodes")]
+        (directory / "first_train.txt").write_text("\n".join(first_train))
+        assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
+
+    made = made_once_per_session(tmp_path_factory, "smoke_run", make)
+    logdir = str(tmp_path_factory.mktemp("runs") / "smoke")
+    shutil.copytree(made / "smoke", logdir)
+    first_train = [f"{logdir}/train_episodes/{name}" for name in (made / "first_train.txt").read_text().split("\n")]
     return logdir, first_train
 
 

@@ -6,8 +6,9 @@ the pytest process. Usage: `python -m tests.distributed_worker SCENARIO OUT [ARG
 repository root; each writes its results to OUT (an .npz file) and asserts nothing itself.
 
 - `mirrored OUT`: 2 logical CPU devices. A learner under MirroredStrategy (2 replicas) and one
-  under the default strategy start from the same weights and make the same 2 updates on the
-  same global batches; OUT holds both learners' variables and metrics.
+  under the default strategy start from the same weights and make the same `UPDATES` updates on
+  the same global batches; OUT holds both learners' variables and metrics (the default strategy's
+  are also the one-device reference of the `worker` scenario).
 - `worker OUT`: one worker of the cluster in TF_CONFIG (optim.strategy=multi_worker), making
   `UPDATES` updates on its share of the global batches; OUT holds its initial and final variables.
 - `trainer OUT LOGDIR`: 2 logical CPU devices. Resumes the run in LOGDIR (written without a
@@ -79,7 +80,7 @@ def mirrored(out: str) -> None:
     for name, variable in variables(two).items():  # the same start, whatever initialisation does
         variable.assign(variables(one)[name])
     results = {f"init/{name}": value for name, value in values(one).items()}
-    for step in range(2):
+    for step in range(UPDATES):
         for learner, label in ((one, "one"), (two, "two")):
             metrics = learner.update(global_batch(step))
             results.update({f"{label}/metric{step}/{key}": value.numpy() for key, value in metrics.items()})

@@ -206,14 +206,16 @@ def short_schedule(smoke_config):
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory) -> str:
-    """One whole run of the short schedule (20 updates, two test phases), shared by the tests that only read it."""
+    """One whole run of the short schedule (20 updates, two test phases), shared by the tests that only read it
+    (trained once per session: conftest.made_once_per_session)."""
     from planet_sac.config import load_config
     from planet_sac.training.trainer import train
-    from tests.conftest import CONFIGS
+    from tests.conftest import CONFIGS, made_once_per_session
 
-    logdir = str(tmp_path_factory.mktemp("short") / "run")
-    train(load_config(CONFIGS / "smoke.yaml", SHORT_SCHEDULE), logdir, progress=False)
-    return logdir
+    def make(directory):
+        train(load_config(CONFIGS / "smoke.yaml", SHORT_SCHEDULE), str(directory / "run"), progress=False)
+
+    return str(made_once_per_session(tmp_path_factory, "planet_fidelity-short_run", make) / "run")
 
 
 def test_phase_sequence_and_held_out_loss(short_run):

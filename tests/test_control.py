@@ -350,12 +350,19 @@ def test_known_optimum_agent_is_what_it_claims():
     assert plain[0] < plain[1] < plain[2] and guided[0] > guided[1] > guided[2]
 
 
-@pytest.mark.parametrize("phase, jit_compile", [("train", False), ("test", False)])  # XLA: test_xla_policy_...
-def test_cem_branch_returns_the_planned_action(phase, jit_compile):
+def test_cem_branch_returns_the_planned_action_and_the_sac_guided_cem_branch_follows_the_critic():
+    """One graph policy (XLA: test_xla_policy_...) on the known-optimum agent, its branches switched without a
+    retrace: CEM in the train and the test phase finds the top of the reward; SAC-guided CEM follows the critic."""
     model, sac = known_optimum_agent()
-    policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem", jit_compile=jit_compile)
-    action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
-    assert np.all(action.numpy() > 0.8), action  # the planner finds the top of the reward
+    policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem", jit_compile=False)
+    for phase in ("train", "test"):
+        action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
+        assert np.all(action.numpy() > 0.8), (phase, action)  # the planner finds the top of the reward
+    policy.set_policies(train="sac_guided_cem", test="sac_guided_cem")
+    for phase in ("train", "test"):
+        action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
+        assert np.all(action.numpy() < -0.6), (phase, action)  # the value at the horizon outweighs the rewards
+    assert policy.traces == 1
 
 
 def test_xla_policy_computes_what_the_graph_policy_computes():
@@ -403,14 +410,6 @@ def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_strea
     assert abs(values.mean()) < 0.05 and abs(values.std() - 1 / np.sqrt(3)) < 0.03  # U(-1, 1): std 0.577
 
 
-@pytest.mark.parametrize("jit_compile", [False])  # XLA: test_xla_policy_computes_what_the_graph_policy_computes
-def test_sac_guided_cem_branch_follows_the_critic(jit_compile):
-    model, sac = known_optimum_agent()
-    policy = Policy(model, sac, BRANCH_CEM, train="sac_guided_cem", test="sac_guided_cem", jit_compile=jit_compile)
-    action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), "test")
-    assert np.all(action.numpy() < -0.6), action  # the value at the horizon outweighs the rewards
-
-
 def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
     """Test phase: tanh(actor mean) of a posterior *sample*, as the model and SAC train on (and as PlaNet's
     MPCAgent and Dreamer's policy act), computed here in numpy with the policy's first normal draw as noise."""
@@ -433,16 +432,16 @@ def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
     assert samples.std(0).min() > 0.01  # the train phase samples the actor instead of taking its mode
 
 
-@pytest.mark.parametrize("phase", ["train", "test"])
-def test_random_branch_is_uniform_in_the_action_box(phase):
+def test_random_branch_is_uniform_in_the_action_box():
     model, sac = tiny_agent(action_size=2)
     policy = Policy(model, sac, BRANCH_CEM, train="random", test="random")
-    action = policy.act(tf.zeros([4000, 3]), policy.initial_state(4000), phase)[0].numpy()
-    # U(-1, 1): mean 0, standard deviation 1/sqrt(3) = 0.577, reaching close to both bounds.
-    np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05)
-    np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02)
-    assert action.min() < -0.99 and action.max() > 0.99
-    assert abs(np.corrcoef(action.T)[0, 1]) < 0.1  # independent dimensions
+    for phase in ("train", "test"):
+        action = policy.act(tf.zeros([4000, 3]), policy.initial_state(4000), phase)[0].numpy()
+        # U(-1, 1): mean 0, standard deviation 1/sqrt(3) = 0.577, reaching close to both bounds.
+        np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05, err_msg=phase)
+        np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02, err_msg=phase)
+        assert action.min() < -0.99 and action.max() > 0.99, phase
+        assert abs(np.corrcoef(action.T)[0, 1]) < 0.1, phase  # independent dimensions
 
 
 @pytest.mark.parametrize("actor_std", [None, 0.0, 0.05])

@@ -17,11 +17,14 @@ def compare_config(smoke_config):
                                           "policy.test=cem", "policy.compare=[random, sac, cem]"])
 
 
-def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_path, monkeypatch):
+def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run_before_the_test_phase(
+        compare_config, tmp_path, monkeypatch):
+    """The run also serves as the CEM case of test_catch_up_rounds_run_before_each_test_phase_and_each_sac_collection
+    (its config with sac.catchup_rounds=3: the same 10 updates, one CEM collection and one test phase)."""
     from planet_sac.config import POLICIES
     from planet_sac.training.trainer import Trainer
 
-    trainer = Trainer(compare_config, str(tmp_path / "run"), progress=False)
+    trainer = Trainer(apply_overrides(compare_config, ["sac.catchup_rounds=3"]), str(tmp_path / "run"), progress=False)
     acting = []  # the policy the compiled test-phase branch points at while each test-phase actor runs
     agent_actors = []  # (phase, outdir) of every actor that acts with the agent's policy
 
@@ -36,8 +39,10 @@ def test_each_compared_policy_acts_and_is_logged_by_name(compare_config, tmp_pat
     monkeypatch.setattr(trainer_module, "Actor", SpyActor)
     try:
         trainer.run()
+        assert_catch_up_rounds(trainer, catchups=1)
     finally:
         trainer.close()
+    assert_catch_up_records(tmp_path / "run", "cem")
     # The test policy's (saved) episodes first, then the compared ones in order.
     assert acting[-3:] == ["cem", "random", "sac"]
     # Training episodes are collected in the train phase (PlaNet's exploration), test episodes in the test phase.
@@ -60,7 +65,22 @@ def test_compare_list_is_validated(smoke_config, value, message):
         apply_overrides(smoke_config, [f"policy.compare={value}"])
 
 
-@pytest.mark.parametrize("train_policy, catchups", [("cem", 1), ("sac", 2)])
+def assert_catch_up_rounds(trainer, catchups: int) -> None:
+    """SAC updates counted by hand: 10 x 1 per update + 3 rounds x 1 per catch-up."""
+    assert int(trainer.learner.optimizer.iterations.numpy()) == 10  # the world model: updates only
+    assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 10 + 3 * catchups
+
+
+def assert_catch_up_records(logdir, train_policy: str) -> None:
+    records = [json.loads(line) for line in open(logdir / "metrics.jsonl")]
+    (test,) = [record for record in records if record["phase"] == "test"]
+    assert "catchup/sac/q" in test and "test/return" in test
+    collected = [record for record in records if "train/return" in record]
+    assert ("catchup/sac/q" in collected[0]) == (train_policy == "sac")
+
+
+# ("cem", 1) runs in test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run_before_the_test_phase
+@pytest.mark.parametrize("train_policy, catchups", [("sac", 2)])
 def test_catch_up_rounds_run_before_each_test_phase_and_each_sac_collection(smoke_config, tmp_path, train_policy,
                                                                            catchups):
     """10 updates, one collection and one test phase: catch-up before the test phase, and before the collection
@@ -73,15 +93,10 @@ def test_catch_up_rounds_run_before_each_test_phase_and_each_sac_collection(smok
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
     try:
         trainer.run()
-        assert int(trainer.learner.optimizer.iterations.numpy()) == 10  # the world model: updates only
-        assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 10 + 3 * catchups
+        assert_catch_up_rounds(trainer, catchups)
     finally:
         trainer.close()
-    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
-    (test,) = [record for record in records if record["phase"] == "test"]
-    assert "catchup/sac/q" in test and "test/return" in test
-    collected = [record for record in records if "train/return" in record]
-    assert ("catchup/sac/q" in collected[0]) == (train_policy == "sac")
+    assert_catch_up_records(tmp_path / "run", train_policy)
 
 
 def test_catch_up_needs_sac_updates(smoke_config):

@@ -93,12 +93,14 @@ def test_checkpointed_learner_resumes_exactly(smoke_config, tmp_path):
         return named_variables([learner.world_model, learner.sac, learner.optimizer, learner],
                                extra={"learner/rng_state": learner.rng.state})
 
-    straight = build(smoke_config)
+    straight = build(smoke_config)  # never checkpointed: a save that changed the learner it saves would show
+    for batch in batches:
+        straight.update(batch)
+
+    first = build(smoke_config)
     for batch in batches[:3]:
-        straight.update(batch)
-    Checkpointer(str(tmp_path), variables(straight)).save(3)  # saving reads the variables only: it goes on unchanged
-    for batch in batches[3:]:
-        straight.update(batch)
+        first.update(batch)
+    Checkpointer(str(tmp_path), variables(first)).save(3)
 
     resumed = build(smoke_config, seed=99)  # different initial values: everything must come from the checkpoint
     assert Checkpointer(str(tmp_path), variables(resumed)).restore_latest()

@@ -23,25 +23,25 @@ log = logging.getLogger(__name__)
 _logged: set[tuple[str, str]] = set()
 
 
+def _cpuinfo(cpuinfo: str | None) -> str:
+    """`cpuinfo`, or this machine's /proc/cpuinfo ('' where unreadable: not Linux, nothing known)."""
+    if cpuinfo is not None:
+        return cpuinfo
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The instruction-set flags of the first CPU in `cpuinfo` (default: /proc/cpuinfo; empty where unreadable)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:  # not Linux: nothing known, so no native bfloat16 assumed
-            return set()
-    match = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
+    """The instruction-set flags of the first CPU in `cpuinfo` (default: /proc/cpuinfo; empty where unknown)."""
+    match = re.search(r"^flags\s*:(.*)$", _cpuinfo(cpuinfo), re.M)
     return set(match.group(1).split()) if match else set()
 
 
 def cpu_vendor(cpuinfo: str | None = None) -> str:
     """The `vendor_id` of the first CPU in `cpuinfo` (default: /proc/cpuinfo), e.g. `AuthenticAMD`; '' where unknown."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return ""
-    match = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
+    match = re.search(r"^vendor_id\s*:\s*(\S+)", _cpuinfo(cpuinfo), re.M)
     return match.group(1) if match else ""
 
 

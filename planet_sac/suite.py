@@ -13,6 +13,12 @@ finished runs are skipped, so the command can be repeated after any interruption
 unfinished run whose directory survived is resumed by the trainer from its latest
 checkpoint; one whose directory is gone (a new machine) starts again from scratch.
 
+Several suite processes may share one `OUT` (two machines on a shared filesystem, or one with spare
+cores), each with the same command: a process claims a run for its whole training, evaluation and
+publication (`flock` on `OUT/runs/<task>/seed<k>.claim`) and skips a run claimed by another one; the
+score file is rewritten under its own lock (`OUT/runs/scores.lock`), so records from processes that
+finish at the same moment are all kept.
+
 The score records follow danijar/dreamerv3's `scores/*.json.gz`: a gzipped JSON list of
 `{"task": "dmc_cartpole_swingup", "method": "planet_sac", "seed": 0, "xs": [env steps], "ys": [returns]}`,
 where xs are environment (simulator) steps, action repeat included, and ys the test-phase
@@ -21,7 +27,10 @@ returns of the headline policy (`policy.test` of the config) read from the run's
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import fcntl
 import gzip
 import json
 import logging
@@ -29,7 +38,7 @@ import math
 import os
 import shutil
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
+from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, cast
 
 from planet_sac.config import POLICIES, Config, ConfigError, diff, read_config_file
 from planet_sac.metrics import read_metrics
@@ -178,18 +187,50 @@ def wall_clock(metrics_path: str) -> dict[str, float]:
             "span": (last - first) if first is not None and last is not None else 0.0}
 
 
-def add_score(path: str, record: Mapping) -> list[dict]:
+def add_score(path: str, record: Mapping, lock_path: str | None = None) -> list[dict]:
     """Adds `record` to the score file at `path`, replacing the record of the same task, method and seed.
 
     Written to a temporary file and renamed, so a kill never leaves half a score file; the same records
-    always give the same bytes (no time stamp in the gzip header), so git sees only real changes.
+    always give the same bytes (no time stamp in the gzip header), so git sees only real changes. With
+    `lock_path`, the read-modify-write holds that file's lock (blocking), so concurrent writers keep
+    each other's records.
     """
-    key = (record["task"], record["method"], record["seed"])
-    records = [r for r in read_scores(path) if (r["task"], r.get("method"), r.get("seed")) != key]
-    records.append(dict(record))
-    records.sort(key=lambda r: (r["task"], str(r.get("method")), r.get("seed", 0)))
-    _write_atomic(path, lambda file: file.write(gzip.compress(json.dumps(records).encode(), mtime=0)), binary=True)
+    with _locked(lock_path) if lock_path else contextlib.nullcontext():
+        key = (record["task"], record["method"], record["seed"])
+        records = [r for r in read_scores(path) if (r["task"], r.get("method"), r.get("seed")) != key]
+        records.append(dict(record))
+        records.sort(key=lambda r: (r["task"], str(r.get("method")), r.get("seed", 0)))
+        _write_atomic(path, lambda file: file.write(gzip.compress(json.dumps(records).encode(), mtime=0)), binary=True)
     return records
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """Holds an exclusive `flock` on `path` (created if missing), waiting for it if another process has it."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a") as file:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(file.fileno(), fcntl.LOCK_UN)
+
+
+def claim_run(spec: RunSpec) -> IO[str] | None:
+    """Claims `spec`'s run for this process (a non-blocking `flock` on `OUT/runs/<task>/seed<k>.claim`), or
+    returns None when another suite process holds it. The claim lasts until the returned file is closed
+    (or the process ends, however it ends: the kernel releases it)."""
+    path = f"{spec.run_dir}.claim"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    file = open(path, "a")
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        file.close()
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise ConfigError(f"cannot lock {path} ({error.strerror}); the filesystem of --out may not support locks")
+    return file
 
 
 def _write_atomic(path: str, write: Callable, binary: bool = False) -> None:
@@ -331,7 +372,8 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
     metrics = os.path.join(spec.run_dir, "metrics.jsonl")
     xs, ys = read_curve(metrics, config.policy.test)
     record = {"task": spec.score_task, "method": method, "seed": spec.seed, "xs": xs, "ys": ys}
-    add_score(scores_path(spec.out, spec.task, config.env.obs, method), record)
+    add_score(scores_path(spec.out, spec.task, config.env.obs, method), record,
+              lock_path=os.path.join(spec.out, "runs", "scores.lock"))
     os.makedirs(spec.results_dir, exist_ok=True)
     shutil.copyfile(metrics, os.path.join(spec.results_dir, "metrics.jsonl"))
     shutil.copyfile(os.path.join(spec.run_dir, "config.yaml"), os.path.join(spec.results_dir, "config.yaml"))
@@ -364,7 +406,8 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
 def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_steps: int, out: str,
               overrides: Sequence[str] = (), explicit_repeats: Sequence[str] = (), method: str = METHOD,
               eval_episodes: int = 10, compare_episodes: int = 5, progress: bool = True) -> list[dict]:
-    """Runs every seed x task (seed 0 of every task first), skipping finished runs; returns one summary per run."""
+    """Runs every seed x task (seed 0 of every task first), skipping finished runs and runs another suite process
+    on the same `out` has claimed; returns one summary per run."""
     from planet_sac.config import load_config
 
     if env_steps < 1:
@@ -400,7 +443,18 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
                 log.info("%s seed %d: finished (%s), skipped", task, seed, spec.result_path)
                 summaries.append({"task": task, "seed": seed, "status": "skipped"})
                 continue
-            status = "resumed" if os.path.isdir(spec.run_dir) else "started"
-            result = run_one(spec, config_path, env_steps, overrides, method, eval_episodes, compare_episodes, progress)
+            claim = claim_run(spec)
+            if claim is None:
+                log.info("%s seed %d: claimed by another suite process on %s, skipped", task, seed, out)
+                summaries.append({"task": task, "seed": seed, "status": "elsewhere"})
+                continue
+            with claim:
+                if is_finished(spec, env_steps):  # the process that held the claim finished it meanwhile
+                    log.info("%s seed %d: finished (%s), skipped", task, seed, spec.result_path)
+                    summaries.append({"task": task, "seed": seed, "status": "skipped"})
+                    continue
+                status = "resumed" if os.path.isdir(spec.run_dir) else "started"
+                result = run_one(spec, config_path, env_steps, overrides, method, eval_episodes, compare_episodes,
+                                 progress)
             summaries.append({"task": task, "seed": seed, "status": status, "headline": result["headline"]})
     return summaries

@@ -7,7 +7,8 @@ One row per run (task x seed x folder): the headline policy's final return (mean
 every other evaluated policy's, and where the time went, in minutes: `updates`, `acting` (training
 episodes), `rendering` (estimated inside acting and test phases: seconds per frame x frames), `tests` (test
 phases), `eval` (the final evaluation of all policies), `train` (this call's training, wall-clock) and
-`total` (training + evaluation). Then, per folder and task, the mean ± std of the headline return over seeds.
+`total` (training + evaluation: the call's wall-clock, or for a run that was stopped and resumed, marked `*`,
+the sum of its parts, since the last call saw only part of the run). Then, per folder and task, the mean ± std of the headline return over seeds.
 """
 
 from __future__ import annotations
@@ -52,11 +53,17 @@ def run_table(rows: list[dict]) -> str:
         seconds = row["seconds"]
         minutes = {key: seconds.get(key, 0.0) / 60 for key in ("updates", "acting", "rendering_estimate",
                                                                "test_phases", "evaluation", "this_call_training")}
-        total = minutes["this_call_training"] + minutes["evaluation"]
+        inside = minutes["updates"] + minutes["acting"] + minutes["test_phases"]
+        if minutes["this_call_training"] >= inside:  # one uninterrupted call: its wall-clock is the whole run's
+            total = f"{minutes['this_call_training'] + minutes['evaluation']:.1f}"
+        else:  # resumed: the last call saw only part of it; the parts are summed (start-ups not included)
+            total = f"{inside + minutes['evaluation']:.1f}*"
         lines.append(f"| {row['folder']} | {row['score_task']} | {row['seed']} | {row['headline_policy']} | "
                      + " | ".join(_cell(row["evaluation"], name) for name in POLICIES)
                      + f" | {minutes['updates']:.1f} | {minutes['acting']:.1f} | {minutes['rendering_estimate']:.1f} | "
-                       f"{minutes['test_phases']:.1f} | {minutes['evaluation']:.1f} | {total:.1f} |")
+                       f"{minutes['test_phases']:.1f} | {minutes['evaluation']:.1f} | {total} |")
+    if any(line.endswith("* |") for line in lines):
+        lines.append("\n`*` stopped and resumed: updates + acting + tests + eval (start-up and checkpoints not included)")
     return "\n".join(lines)
 
 

@@ -18,7 +18,8 @@ from tests.conftest import CONFIGS, ROOT
 
 FIXTURE_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run (Pendulum states) with a checkpoint at step 10
 
-# Runs where planet_sac cannot be imported: plays the recorded observations through the SavedModel.
+# Runs where planet_sac cannot be imported: plays the recorded observations through each SavedModel it is given
+# (argv[1]: a JSON list of [saved_model, observations.npz, actions.npz]), one JSON report line each.
 SERVE = textwrap.dedent("""
     import json, sys
     sys.modules["planet_sac"] = None  # import planet_sac now raises ImportError
@@ -30,44 +31,50 @@ SERVE = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
 
-    policy = tf.saved_model.load(sys.argv[1])
-    observations = np.load(sys.argv[2])["observations"]
-    state = policy.get_initial_state(1)
-    actions, normalized = [], []
-    for obs in observations:
-        step = policy.action(tf.constant(obs[None]), state)
-        state = step.state
-        actions.append(step.action.numpy()[0])
-        normalized.append(step.info["normalized_action"].numpy()[0])
-    metadata = {key: value.numpy() for key, value in policy.get_metadata().items()}
-    np.savez(sys.argv[3], actions=np.array(actions), normalized=np.array(normalized))
-    extra = {}
-    if metadata["observation_key"] == b"image":  # a frame of another size is resized inside
-        extra["big_frame_action_shape"] = list(policy.action(
-            tf.zeros([2, 128, 96, 3], tf.uint8), policy.get_initial_state(2)).action.shape)
-    signature = policy.signatures["action"](observation=tf.constant(observations[:1]), **policy.get_initial_state(1))
-    print(json.dumps({"train_step": int(policy.get_train_step().numpy()),
-                      "metadata": {k: (v.decode() if isinstance(v, bytes) else v.tolist()) for k, v in metadata.items()},
-                      "signature_keys": sorted(signature), "state_keys": sorted(state), **extra}), flush=True)
-    if len(sys.argv) > 4:  # then a script of its own (a fresh namespace, as `python SCRIPT`), in this same process
-        with open(sys.argv[4]) as file:
-            exec(compile(file.read(), sys.argv[4], "exec"), {"__name__": "__main__"})
+    for saved_model, observations_file, actions_file in json.loads(sys.argv[1]):
+        policy = tf.saved_model.load(saved_model)
+        observations = np.load(observations_file)["observations"]
+        state = policy.get_initial_state(1)
+        actions, normalized = [], []
+        for obs in observations:
+            step = policy.action(tf.constant(obs[None]), state)
+            state = step.state
+            actions.append(step.action.numpy()[0])
+            normalized.append(step.info["normalized_action"].numpy()[0])
+        metadata = {key: value.numpy() for key, value in policy.get_metadata().items()}
+        np.savez(actions_file, actions=np.array(actions), normalized=np.array(normalized))
+        extra = {}
+        if metadata["observation_key"] == b"image":  # a frame of another size is resized inside
+            extra["big_frame_action_shape"] = list(policy.action(
+                tf.zeros([2, 128, 96, 3], tf.uint8), policy.get_initial_state(2)).action.shape)
+        signature = policy.signatures["action"](observation=tf.constant(observations[:1]), **policy.get_initial_state(1))
+        print(json.dumps({"train_step": int(policy.get_train_step().numpy()),
+                          "metadata": {k: (v.decode() if isinstance(v, bytes) else v.tolist()) for k, v in metadata.items()},
+                          "signature_keys": sorted(signature), "state_keys": sorted(state), **extra}), flush=True)
+    if len(sys.argv) > 2:  # then a script of its own (a fresh namespace, as `python SCRIPT`), in this same process
+        with open(sys.argv[2]) as file:
+            exec(compile(file.read(), sys.argv[2], "exec"), {"__name__": "__main__"})
 """)
 
 
-def serve_elsewhere(saved_model, observations: np.ndarray, tmp_path, then_run=None) -> tuple[dict, dict, str]:
-    """The SavedModel's actions for `observations` (one episode), computed in a process without planet_sac;
-    then, in the same process, the script `then_run` if given: the third value is what that script printed."""
-    np.savez(tmp_path / "observations.npz", observations=observations)
+def serve_elsewhere(jobs: list[tuple], tmp_path, then_run=None) -> tuple[list[tuple[dict, dict]], str]:
+    """Each SavedModel's actions for its `observations` (one episode): `jobs` is a list of (saved_model, observations),
+    all served by one process without planet_sac (one TensorFlow start for all); then, in the same process, the
+    script `then_run` if given. Returns (report, served actions) per job, and what that script printed."""
+    files = []
+    for index, (saved_model, observations) in enumerate(jobs):
+        np.savez(tmp_path / f"observations{index}.npz", observations=observations)
+        files.append([str(saved_model), str(tmp_path / f"observations{index}.npz"), str(tmp_path / f"actions{index}.npz")])
     script = tmp_path / "serve.py"
     script.write_text(SERVE)
-    result = subprocess.run([sys.executable, str(script), str(saved_model), str(tmp_path / "observations.npz"),
-                             str(tmp_path / "actions.npz"), *([str(then_run)] if then_run else [])],
+    result = subprocess.run([sys.executable, str(script), json.dumps(files), *([str(then_run)] if then_run else [])],
                             capture_output=True, text=True, cwd=tmp_path, timeout=600, env=dict(os.environ, PYTHONPATH=""))
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
-    (index,) = [index for index, line in enumerate(lines) if line.startswith('{"train_step"')]
-    return json.loads(lines[index]), dict(np.load(tmp_path / "actions.npz")), "\n".join(lines[index + 1:])
+    reports = [index for index, line in enumerate(lines) if line.startswith('{"train_step"')]
+    assert len(reports) == len(jobs), result.stdout[-3000:]
+    served = [(json.loads(lines[index]), dict(np.load(actions))) for index, (_, _, actions) in zip(reports, files)]
+    return served, "\n".join(lines[reports[-1] + 1:])
 
 
 def in_process_episode(logdir, policy: str) -> dict:
@@ -83,22 +90,41 @@ def in_process_episode(logdir, policy: str) -> dict:
         env.close()
 
 
-def test_exported_sac_acts_as_the_in_process_head_without_planet_sac(tmp_path, capsys):
+def test_exported_policies_act_as_in_process_without_planet_sac(tmp_path, image_run, capsys):
+    """Three SavedModels, served by one process without planet_sac (one TensorFlow start for all three):
+
+    - the SAC head of a Pendulum-states run acts as the in-process head, with its metadata, signature and state, and
+      docs/export.md's serving loop runs on it as written (`check_state_sac`);
+    - the SAC head and CEM of a run from pixels take raw uint8 frames: the dequantisation noise (and CEM's sampling)
+      come from the exported generator (`check_image_policy`).
+    """
     run = tmp_path / "run"
     shutil.copytree(FIXTURE_RUN, run)
     out = tmp_path / "saved_sac"
     assert main(["export", "--logdir", str(run), "--policy", "sac", "--out", str(out)]) == 0
     assert f"wrote {out}: sac policy of checkpoint step 10" in capsys.readouterr().out
     episode = in_process_episode(run, "sac")
-    observations = episode["state"][:-1]  # the observation each action was chosen from
+    image_outs = {policy: tmp_path / f"saved_image_{policy}" for policy in ("sac", "cem")}
+    image_episodes = {}
+    for policy, image_out in image_outs.items():
+        assert main(["export", "--logdir", str(image_run), "--policy", policy, "--out", str(image_out), "--quiet"]) == 0
+        image_episodes[policy] = in_process_episode(image_run, policy)
     # docs/export.md's serving loop, as written there, with gymnasium and the SavedModel only: run as a script by
-    # the same process without planet_sac, after it served the episode (one TensorFlow start for both)
+    # the same process without planet_sac, after it served the episodes
     text = (ROOT / "docs" / "export.md").read_text()
     loop = text.split("## Serving it with gymnasium only", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     assert len(loop.strip().splitlines()) <= 20 and "logdir/pendulum/export/sac" in loop
     docs_loop = tmp_path / "docs_loop.py"
     docs_loop.write_text('import sys\nsys.modules["planet_sac"] = None\n' + loop.replace("logdir/pendulum/export/sac", str(out)))
-    report, served, docs_loop_output = serve_elsewhere(out, observations, tmp_path, then_run=docs_loop)
+    jobs = [(out, episode["state"][:-1])]  # the observation each action was chosen from
+    jobs += [(image_outs[policy], image_episodes[policy]["image"][:-1]) for policy in ("sac", "cem")]
+    (state_sac, *image_policies), docs_loop_output = serve_elsewhere(jobs, tmp_path, then_run=docs_loop)
+    check_state_sac(*state_sac, episode, run, docs_loop_output)
+    for policy, (report, served) in zip(("sac", "cem"), image_policies):
+        check_image_policy(policy, report, served, image_episodes[policy], image_outs[policy])
+
+
+def check_state_sac(report: dict, served: dict, episode: dict, run, docs_loop_output: str) -> None:
     expected = episode["action"][1:]
     assert len(expected) == 50  # a whole episode (time limit 50)
     np.testing.assert_allclose(served["normalized"], expected, atol=1e-6)  # the SAC head's mean action: equal
@@ -141,22 +167,17 @@ def image_run(tmp_path, monkeypatch):
     sys.modules.pop("myreach_export", None)
 
 
-@pytest.mark.parametrize("policy", ["sac", "cem"])
-def test_exported_image_policy_quantises_and_adds_noise_inside(image_run, tmp_path, policy):
+def check_image_policy(policy: str, report: dict, served: dict, episode: dict, saved_model) -> None:
     """Raw uint8 frames in; the dequantisation noise (and CEM's sampling) come from the exported generator."""
-    out = tmp_path / f"saved_{policy}"
-    assert main(["export", "--logdir", str(image_run), "--policy", policy, "--out", str(out), "--quiet"]) == 0
-    episode = in_process_episode(image_run, policy)
-    report, served, _ = serve_elsewhere(out, episode["image"][:-1], tmp_path)
     expected = episode["action"][1:]
     assert len(expected) == 12
     # the same generator state and the same compiled function: equal actions, CEM's included
-    np.testing.assert_allclose(served["normalized"], expected, atol=1e-5)
+    np.testing.assert_allclose(served["normalized"], expected, atol=1e-5, err_msg=policy)
     assert report["metadata"]["observation_key"] == "image" and report["metadata"]["observation_dtype"] == "uint8"
     assert "5-bit" in report["metadata"]["preprocessing"] and report["metadata"]["image_size"] == 64
     assert report["big_frame_action_shape"] == [2, 2] and report["train_step"] == 7
     if policy == "sac":
-        assert_the_noise_lives_in_the_saved_model(out)
+        assert_the_noise_lives_in_the_saved_model(saved_model)
 
 
 def assert_the_noise_lives_in_the_saved_model(saved_model) -> None:

@@ -65,7 +65,11 @@ def hold_lock(logdir: str) -> subprocess.Popen:
     return holder
 
 
-def test_a_second_learner_is_refused_with_the_holders_pid_and_host(run, tmp_path, capsys):
+def test_a_second_learner_is_refused_with_the_holders_pid_and_host_and_a_killed_holders_stale_lock_is_taken_over(
+        run, tmp_path, capsys, warnings):
+    """While another process holds the run's lock, a second learner (command line or Python API) is refused and
+    writes nothing, and collectors still read the run. Then the holder is SIGKILLed: its lock is stale, and the
+    next learner takes it over with a warning."""
     holder = hold_lock(run)
     try:
         before = sorted(os.listdir(run))
@@ -87,21 +91,18 @@ def test_a_second_learner_is_refused_with_the_holders_pid_and_host(run, tmp_path
                      "--time-limit", "5", "--quiet"]) == 0
         assert len(list_episodes(outdir)) == 1
     finally:
-        holder.kill()
+        holder.send_signal(signal.SIGKILL)  # dies without releasing: its record stays, the kernel frees the OS lock
         holder.wait()
+    assert_a_stale_lock_is_taken_over_with_a_warning(run, holder.pid, warnings)
 
 
-def test_a_stale_lock_of_a_killed_learner_is_taken_over_with_a_warning(tmp_path, warnings):
-    logdir = str(tmp_path / "run")
-    os.makedirs(logdir)
-    holder = hold_lock(logdir)
-    holder.send_signal(signal.SIGKILL)  # dies without releasing: its record stays, the kernel frees the OS lock
-    holder.wait()
+def assert_a_stale_lock_is_taken_over_with_a_warning(logdir: str, killed_pid: int, warnings) -> None:
     with open(f"{logdir}/{LOCK_FILE}") as file:
-        assert json.load(file)["pid"] == holder.pid
+        assert json.load(file)["pid"] == killed_pid
+    warnings.clear()
     lock = lock_run(logdir)
     try:
-        assert f"took over the stale lock of {logdir}: pid {holder.pid} (no longer running)" in messages(warnings)
+        assert f"took over the stale lock of {logdir}: pid {killed_pid} (no longer running)" in messages(warnings)
         with open(f"{logdir}/{LOCK_FILE}") as file:
             record = json.load(file)
         assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
@@ -248,11 +249,15 @@ def test_when_no_checkpoint_is_readable_each_reader_says_so_in_one_line(run, tmp
         assert "ckpt-10" in err[0] and "Checksum does not match" in err[0]
 
 
-def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs_lost_steps_once(run, warnings):
-    assert main(["train", "--logdir", run, "--train-steps", "20", "--quiet"]) == 0  # ckpt-10 -> ckpt-20
+def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs_lost_steps_once(smoke_run, tmp_path,
+                                                                                                warnings):
+    """On a copy of the session's smoke run (conftest.smoke_run: trained to 10, resumed to 20, a test phase at each)."""
+    run = str(tmp_path / "run")
+    shutil.copytree(smoke_run[0], run)  # the fixture's own copy is shared: never written
     with open(f"{run}/metrics.jsonl") as file:
         first = [json.loads(line) for line in file]
-    assert [row["step"] for row in first if row.get("phase") == "test"] == [20]
+    assert [row["step"] for row in first if row.get("phase") == "test"] == [10, 20]
+    assert [os.path.basename(prefix) for prefix in checkpoint_files(f"{run}/checkpoints")][-2:] == ["ckpt-10", "ckpt-20"]
     damage(f"{run}/checkpoints/ckpt-20", "flipped")
 
     assert main(["train", "--logdir", run, "--train-steps", "20", "--quiet"]) == 0  # resumes ckpt-10, redoes 11..20
@@ -262,7 +267,7 @@ def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs
         rows = [json.loads(line) for line in file]
     keys = [(row["step"], row["phase"], tuple(sorted(k for k in row if k != "time"))) for row in rows]
     assert len(keys) == len(set(keys)), "a record of the lost steps appears twice"
-    assert [row["step"] for row in rows if row.get("phase") == "test"] == [20]
+    assert [row["step"] for row in rows if row.get("phase") == "test"] == [10, 20]  # the test phase at 20 redone, once
     assert [row["step"] for row in rows if "loss/total" in row and row["phase"] == "train"] == \
         [row["step"] for row in first if "loss/total" in row and row["phase"] == "train"]
     # The new ckpt-20 is whole and was written by the redone steps.
@@ -329,6 +334,8 @@ def fill(path: str, leave_kb: int) -> str:
 
 
 def test_a_full_disk_is_reported_as_such_and_the_run_resumes_once_space_is_freed(tmp_path, monkeypatch, capsys):
+    """The run (ckpt-10) trains to 20 (an episode written on the nearly full disk) and fails saving ckpt-20; once
+    space is freed it resumes from ckpt-10."""
     mount = str(tmp_path / "disk")
     real = mount_tmpfs(mount, 3072)
     try:
@@ -363,12 +370,15 @@ def test_a_full_disk_is_reported_as_such_and_the_run_resumes_once_space_is_freed
             os.remove(filler)
         else:
             monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
-        assert main(["train", "--logdir", logdir, "--train-steps", "20", "--quiet"]) == 0
-        assert "done: step 20" in capsys.readouterr().out
+        # One update past the last checkpoint (ckpt-10) is enough to see the run resume and save.
+        assert main(["train", "--logdir", logdir, "--train-steps", "11", "--quiet"]) == 0
+        assert "done: step 11" in capsys.readouterr().out
+        assert checkpoint_files(f"{logdir}/checkpoints")[-1].endswith("ckpt-11")
         with open(f"{logdir}/metrics.jsonl") as file:
             rows = [json.loads(line) for line in file if line.strip()]
         steps = [row["step"] for row in rows if "loss/total" in row and row["phase"] == "train"]
-        assert steps == sorted(set(steps)) and steps[-1] == 20  # the steps redone after the failure, logged once
+        # the lost steps' records (15 and 20, written before the failed checkpoint at 20) are gone, the redone one once
+        assert steps == sorted(set(steps)) and steps[-1] == 11
     finally:
         if real:
             subprocess.run(["umount", "-l", mount], check=False)
@@ -436,11 +446,12 @@ def test_an_interrupted_video_leaves_no_file_and_a_finished_one_is_whole(tmp_pat
 def test_evaluating_several_policies_builds_once_and_gives_each_policys_own_result(run, monkeypatch):
     from planet_sac.acting import evaluation
 
-    separate = {policy: evaluation.evaluate(run, 2, policy, seed=5)["returns"] for policy in ("cem", "sac")}
+    short = ["env.time_limit=10"]  # episodes of 10 steps: the same for every evaluation, and enough to differ
+    separate = {policy: evaluation.evaluate(run, 2, policy, seed=5, overrides=short)["returns"] for policy in ("cem", "sac")}
     builds = []
     load_agent = evaluation.load_agent
     monkeypatch.setattr(evaluation, "load_agent", lambda *args, **kwargs: builds.append(1) or load_agent(*args, **kwargs))
-    together = dict(evaluation.evaluate_policies(run, 2, ["random", "sac", "cem"], seed=5))
+    together = dict(evaluation.evaluate_policies(run, 2, ["random", "sac", "cem"], seed=5, overrides=short))
     assert len(builds) == 1
     assert together["cem"]["returns"] == separate["cem"] and together["sac"]["returns"] == separate["sac"]
     assert together["random"]["returns"] != separate["cem"]

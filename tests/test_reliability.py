@@ -57,40 +57,32 @@ def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
         load_episode(path)
 
 
-def test_consecutive_nan_updates_stop_the_run_with_the_checkpoint_intact(tmp_path, monkeypatch):
+def test_nan_updates_stop_a_run_with_its_checkpoint_intact_a_trainer_resumes_it_and_a_finished_run_stays_unchanged(
+        tmp_path, monkeypatch):
+    """Consecutive NaN updates stop the run (NonFiniteError) and leave its last good checkpoint, all finite, the latest.
+
+    Then Trainer(...).run() on that logdir continues the run from it; it never starts over and overwrites the
+    checkpoints. Then `train` on a run already at its train_steps (the same command run twice) says the step it
+    is at and adds no update, episode or metrics record; scripts use that step to see the run finished."""
     config = load_config(CONFIGS / "smoke.yaml", ["optim.max_nonfinite_updates=3", "schedule.checkpoint_every=2",
                                                   "schedule.test_episodes=0"])
-    logdir = str(tmp_path / "nan")
-    trainer = Trainer(config, logdir, progress=False)
-    trainer.run(train_steps=4)  # good updates, checkpoint at step 4
-    good = tf.train.latest_checkpoint(f"{logdir}/checkpoints")
-    update = trainer.learner.update
-    monkeypatch.setattr(trainer.learner, "update",
-                        lambda batch: update(dict(batch, reward=tf.fill(tf.shape(batch["reward"]), np.nan))))
-    with pytest.raises(NonFiniteError, match="3 consecutive updates had a NaN/inf"):
-        trainer.run(train_steps=100)
-    trainer.close()
-    assert tf.train.latest_checkpoint(f"{logdir}/checkpoints") == good
-    reader = tf.train.load_checkpoint(good)
-    for name, _ in tf.train.list_variables(good):
-        value = reader.get_tensor(name)
-        if np.issubdtype(np.asarray(value).dtype, np.floating):
-            assert np.all(np.isfinite(value)), name
-
-
-def test_a_trainer_on_an_existing_run_resumes_it_and_keeps_its_checkpoints_and_a_finished_run_stays_unchanged(tmp_path):
-    """Trainer(...).run() on a logdir with checkpoints continues that run; it never starts over and overwrites them.
-
-    Then, on the same run: `train` on a run already at its train_steps (the same command run twice) says the step it
-    is at and adds no update, episode or metrics record; scripts use that step to see the run finished."""
-    config = load_config(CONFIGS / "smoke.yaml", ["schedule.checkpoint_every=2", "schedule.test_episodes=0"])
     logdir = str(tmp_path / "run")
     first = Trainer(config, logdir, progress=False)
-    first.run(train_steps=4)
-    first.close()
+    first.run(train_steps=4)  # good updates, checkpoint at step 4
     good = tf.train.latest_checkpoint(f"{logdir}/checkpoints")
     assert good.endswith("ckpt-4")
+    update = first.learner.update
+    monkeypatch.setattr(first.learner, "update",
+                        lambda batch: update(dict(batch, reward=tf.fill(tf.shape(batch["reward"]), np.nan))))
+    with pytest.raises(NonFiniteError, match="3 consecutive updates had a NaN/inf"):
+        first.run(train_steps=100)
+    first.close()
+    assert tf.train.latest_checkpoint(f"{logdir}/checkpoints") == good
     saved = tf.train.load_checkpoint(good)
+    for name, _ in tf.train.list_variables(good):
+        value = saved.get_tensor(name)
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            assert np.all(np.isfinite(value)), name
 
     second = Trainer(config, logdir, progress=False)  # no restore call: construction restores
     assert second.start_message.startswith(f"resumed {good} at step 4")

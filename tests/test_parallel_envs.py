@@ -114,7 +114,8 @@ def test_a_process_killed_between_episodes_is_restarted_by_reset(caplog):
 
 
 def test_training_with_two_environment_processes(tmp_path):
-    """env.num_envs=2: N episodes every N * collect_every updates, each its own file, counted once."""
+    """env.num_envs=2: N episodes every N * collect_every updates, each its own file, counted once; the test phase
+    (one environment in this process) runs beside the environment processes."""
     import json
 
     from planet_sac.cli import main
@@ -123,13 +124,15 @@ def test_training_with_two_environment_processes(tmp_path):
 
     logdir = tmp_path / "run"
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
-                 "--set", "env.num_envs=2", "--set", "schedule.train_steps=20", "--set", "schedule.collect_every=10"]) == 0
+                 "--set", "env.num_envs=2", "--set", "schedule.train_steps=4", "--set", "schedule.collect_every=2",
+                 "--set", "schedule.train_phase_steps=4"]) == 0
     files = list_episodes(str(logdir / "train_episodes"))
-    assert len(files) == 2 + 2  # 2 seed episodes (one per process), then 2 at update 20 (not 1 at 10 and 1 at 20)
+    assert len(files) == 2 + 2  # 2 seed episodes (one per process), then 2 at update 4 (not 1 at 2 and 1 at 4)
     rows = [json.loads(line) for line in open(logdir / "metrics.jsonl")]
     collected = [row for row in rows if "train/return" in row]
-    assert [row["step"] for row in collected] == [20] and collected[0]["episodes"] == 4
+    assert [row["step"] for row in collected] == [4] and collected[0]["episodes"] == 4
     assert collected[0]["env_steps"] == 4 * 50 * 2  # 4 episodes x 50 agent steps x action repeat 2
+    assert [(row["step"], row["episodes"]) for row in rows if row["phase"] == "test"] == [(4, 4)]
 
 
 def test_num_envs_zero_is_refused_by_the_command_line_before_anything_is_written(tmp_path, capsys):

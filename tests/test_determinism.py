@@ -18,9 +18,10 @@ from planet_sac.config import load_config
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
 # Image-free and tiny, but every random stream is in use: seed episodes, replay sampling, CEM and SAC acting
-# with exploration noise (policy.train sac_guided_cem), imagined SAC transitions, a test phase, two collects.
+# with exploration noise (policy.train sac_guided_cem), imagined SAC transitions, a test phase, two collects
+# (after updates 5 and 10). Episodes of 10 agent steps (11 entries), as long as a chunk needs.
 SETTINGS = ["policy.train=sac_guided_cem", "policy.compare=[sac]", "sac.imagination_horizon=2", "sac.real_ratio=0.5",
-            "schedule.train_steps=20", "data.seed_episodes=3"]
+            "schedule.train_steps=10", "schedule.collect_every=5", "env.time_limit=10", "data.seed_episodes=3"]
 WALL_CLOCK = ("time", "train/steps_per_second")
 
 
@@ -54,7 +55,8 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     _train(tmp_path / "c", seed=4)
 
     a, b, c = (_metrics(tmp_path / name) for name in "abc")
-    assert [record["step"] for record in a][-1] == 20 and any("test/return/sac" in record for record in a)
+    assert [record["step"] for record in a][-1] == 10 and any("test/return/sac" in record for record in a)
+    assert [record["step"] for record in a if "train/return" in record] == [5, 10]  # two collects
     assert a == b
     assert a != c
     weights_a, weights_b, weights_c = (_weights(tmp_path / name) for name in "abc")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -11,11 +10,13 @@ import pytest
 from planet_sac.benchmark import SIZES, planning_flops
 
 
-def test_bench_writes_every_documented_key(tmp_path):
+def test_bench_writes_every_documented_key(tmp_path, capsys):
+    """`planet-sac bench` in this process (the command line's entry point runs in other tests' subprocesses)."""
+    from planet_sac.cli import main
+
     out = tmp_path / "bench.json"
-    run = subprocess.run([sys.executable, "-m", "planet_sac", "bench", "--size", "tiny", "--reps", "1", "--json", str(out)],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert main(["bench", "--size", "tiny", "--reps", "1", "--json", str(out)]) == 0
+    stdout = capsys.readouterr().out
     results = json.loads(out.read_text())
     for key in ("train_update_s", "cem_action_s", "sac_action_ms", "loader_chunks_per_s", "cache_bytes_ratio",
                 "cem_gflops_per_s", "matmul_gflops_per_s", "machine"):
@@ -37,7 +38,7 @@ def test_bench_writes_every_documented_key(tmp_path):
     assert 0.9 < results["cache_bytes_ratio"] < 1.1  # images stay uint8 in the cache
     assert results["export_sac_action_ms"] > 0 and results["export_in_process_sac_action_ms"] > 0
     assert results["export_saved_model_mb"] > 0.1  # the tiny model's variables and its graph
-    assert "CEM action" in run.stdout and "GFLOP/s" in run.stdout and "exported SavedModel" in run.stdout
+    assert "CEM action" in stdout and "GFLOP/s" in stdout and "exported SavedModel" in stdout
 
 
 def test_planning_flops_counted_from_the_layer_sizes():

@@ -19,8 +19,9 @@ def compare_config(smoke_config):
 
 def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run_before_the_test_phase(
         compare_config, tmp_path, monkeypatch):
-    """The run also serves as the CEM case of test_catch_up_rounds_run_before_each_test_phase_and_each_sac_collection
-    (its config with sac.catchup_rounds=3: the same 10 updates, one CEM collection and one test phase)."""
+    """The run also checks the catch-up rounds when CEM collects (sac.catchup_rounds=3, 10 updates, one CEM collection
+    and one test phase): the head catches up before the test phase only. The SAC case, where it also catches up before
+    the collection: test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration."""
     from planet_sac.config import POLICIES
     from planet_sac.training.trainer import Trainer
 
@@ -79,26 +80,6 @@ def assert_catch_up_records(logdir, train_policy: str) -> None:
     assert ("catchup/sac/q" in collected[0]) == (train_policy == "sac")
 
 
-# ("cem", 1) runs in test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run_before_the_test_phase
-@pytest.mark.parametrize("train_policy, catchups", [("sac", 2)])
-def test_catch_up_rounds_run_before_each_test_phase_and_each_sac_collection(smoke_config, tmp_path, train_policy,
-                                                                           catchups):
-    """10 updates, one collection and one test phase: catch-up before the test phase, and before the collection
-    only when the head collects. SAC updates counted by hand: 10 x 1 per update + 3 rounds x 1 per catch-up."""
-    from planet_sac.training.trainer import Trainer
-
-    config = apply_overrides(smoke_config, ["schedule.train_steps=10", "schedule.train_phase_steps=10",
-                                            "schedule.collect_every=10", f"policy.train={train_policy}",
-                                            "sac.updates_per_step=1", "sac.catchup_rounds=3"])
-    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
-    try:
-        trainer.run()
-        assert_catch_up_rounds(trainer, catchups)
-    finally:
-        trainer.close()
-    assert_catch_up_records(tmp_path / "run", train_policy)
-
-
 def test_catch_up_needs_sac_updates(smoke_config):
     with pytest.raises(ConfigError, match="sac.catchup_rounds=2"):
         apply_overrides(smoke_config, ["sac.updates_per_step=0", "sac.catchup_rounds=2"])
@@ -146,14 +127,15 @@ def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
 
 
 def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration(smoke_config, tmp_path, monkeypatch):
-    """40 updates with a collection every 10: CEM collects the 1st and 3rd episodes, the SAC head (sampling its
-    actions: the train phase) the 2nd and 4th, after its catch-up rounds; the train-phase policy is CEM again after each."""
+    """20 updates with a collection every 5 and a test phase every 10: CEM collects the 1st and 3rd episodes, the SAC
+    head (sampling its actions: the train phase) the 2nd and 4th, each after its catch-up rounds; the train-phase policy
+    is CEM again after each; the head catches up before each test phase too (recorded in the test phase's record)."""
     from planet_sac.config import POLICIES
     from planet_sac.training.trainer import Trainer
 
-    config = apply_overrides(smoke_config, ["schedule.train_steps=40", "schedule.train_phase_steps=100",
-                                            "schedule.collect_every=10", "schedule.log_every=100",
-                                            "policy.sac_share=0.5", "sac.catchup_rounds=2"])
+    config = apply_overrides(smoke_config, ["schedule.train_steps=20", "schedule.train_phase_steps=10",
+                                            "schedule.collect_every=5", "schedule.log_every=100",
+                                            "policy.sac_share=0.5", "sac.updates_per_step=1", "sac.catchup_rounds=2"])
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
     acting = []  # the policy the compiled train-phase branch points at while each training actor runs
 
@@ -166,17 +148,22 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
     monkeypatch.setattr(trainer_module, "Actor", SpyActor)
     try:
         trainer.run()
-        # 40 updates x 1 SAC update + 2 head collections x 2 catch-up rounds x 1 update, counted by hand
-        assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 40 + 2 * 2
+        assert int(trainer.learner.optimizer.iterations.numpy()) == 20  # the world model: updates only
+        # 20 updates x 1 SAC update + (2 head collections + 2 test phases) x 2 catch-up rounds x 1 update, by hand
+        assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 20 + 4 * 2
         assert int(trainer.agent.policy.phase_policy.numpy()[0]) == POLICIES.index("cem")
     finally:
         trainer.close()
     assert acting == ["cem", "sac", "cem", "sac"]
     records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     collected = [record for record in records if "train/return" in record]
+    assert [record["step"] for record in collected] == [5, 10, 15, 20]  # the collections keep their own schedule
     assert [("train/return/sac" in record, "catchup/sac/q" in record) for record in collected] == [
         (False, False), (True, True), (False, False), (True, True)]
     assert all(("train/return/cem" in record) != ("train/return/sac" in record) for record in collected)
+    tests = [record for record in records if record["phase"] == "test"]
+    assert [record["step"] for record in tests] == [10, 20]
+    assert all("catchup/sac/q" in record and "test/return" in record for record in tests)
     assert len(os.listdir(tmp_path / "run" / "train_episodes")) == 2 + 4  # smoke's 2 seed episodes + 4 collected
 
 

@@ -76,6 +76,15 @@ def smoke_run(tmp_path_factory) -> tuple[str, list[str]]:
     return logdir, first_train
 
 
+@pytest.fixture
+def smoke_run_copy(smoke_run, tmp_path) -> str:
+    """A copy of the session's smoke run (conftest.smoke_run) in the test's own directory, which the test may change:
+    a finished run (step 20, config.yaml, checkpoints, episodes) without training one."""
+    logdir = str(tmp_path / "run")
+    shutil.copytree(smoke_run[0], logdir)
+    return logdir
+
+
 def logged_warnings(name: str):
     """Collects the warning records of logger `name` (independent of propagation settings) until closed."""
     import logging

@@ -168,17 +168,10 @@ def test_filtered_restore_sets_exactly_the_selected_variables(trained, tmp_path)
     assert trainer.start_message.startswith(f"from {logdir}: restored {restored} variables")
 
 
-def test_offline_training_from_shipped_data(tmp_path):
-    logdir = str(tmp_path / "offline")
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--offline-data", str(DATA / "pendulum_state"),
-                 "--train-steps", "5", "--quiet"]) == 0
-    rows = records(logdir)
-    assert rows and all(row["phase"] == "train" for row in rows)
-    assert not tf.io.gfile.exists(f"{logdir}/train_episodes")
-
-
-def test_imagination_on_a_task_that_terminates_warns_once(tmp_path):
-    """Imagined SAC transitions without a continuation head: replayed terminations make the trainer say so, once."""
+def test_offline_training_from_shipped_data_and_imagination_on_a_task_that_terminates_warns_once(tmp_path):
+    """Offline training from the shipped episodes (one made to end in a termination): no environment episode is
+    collected and no test phase runs. With imagined SAC transitions and no continuation head, the replayed
+    termination makes the trainer say so, once over its two log windows."""
     data = tmp_path / "data"
     data.mkdir()
     for index, path in enumerate(list_episodes(str(DATA / "pendulum_state"))):
@@ -199,7 +192,11 @@ def test_imagination_on_a_task_that_terminates_warns_once(tmp_path):
         logging.getLogger("planet_sac").removeHandler(handler)
     messages = [record.getMessage() for record in warnings if "without a continuation head" in record.getMessage()]
     assert len(messages) == 1 and messages[0].startswith("1 replayed episode(s) end in a termination")
-    assert {row["replay/terminated_episodes"] for row in records(logdir) if "replay/terminated_episodes" in row} == {1.0}
+    rows = records(logdir)
+    assert {row["replay/terminated_episodes"] for row in rows if "replay/terminated_episodes" in row} == {1.0}
+    assert [row["step"] for row in rows if "loss/total" in row] == [5, 10]  # both log windows
+    assert all(row["phase"] == "train" for row in rows)
+    assert not tf.io.gfile.exists(f"{logdir}/train_episodes")
 
 
 def test_imagination_termination_warning_needs_both_imagination_and_a_termination(smoke_config):

@@ -268,19 +268,27 @@ def test_targets_start_equal_to_online_critics():
 
 # ----------------------------------------------------------------------------- the phase-gated policy
 
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_switching_phase_and_policy_never_retraces(jit_compile):
-    model, sac = tiny_agent(action_size=1)
-    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="cem", test="sac",
-                    jit_compile=jit_compile)
-    state = policy.initial_state(3)
-    obs = tf.zeros([3, 3])
-    for train, test in [("cem", "sac"), ("random", "sac_guided_cem"), ("sac", "cem"), ("sac_guided_cem", "random")]:
+SWITCHES = [("cem", "sac"), ("random", "sac_guided_cem"), ("sac", "cem"), ("sac_guided_cem", "random")]
+
+
+def switch_phases_and_policies(policy, envs: int) -> None:
+    """Acts with every pair of SWITCHES in the train, test and train phase again, carrying the state: bounded actions."""
+    state = policy.initial_state(envs)
+    obs = tf.zeros([envs, 3])
+    for train, test in SWITCHES:
         policy.set_policies(train=train, test=test)
         for phase in ("train", "test", "train"):
             action, state = policy.act(obs, state, phase)
-            assert action.shape == (3, 1)
+            assert action.shape == (envs, 1)
             assert np.all(np.abs(action.numpy()) <= 1.0)
+
+
+def test_switching_phase_and_policy_never_retraces():
+    """The graph policy; the XLA policy switches too in test_xla_policy_computes_what_the_graph_policy_computes."""
+    model, sac = tiny_agent(action_size=1)
+    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="cem", test="sac",
+                    jit_compile=False)
+    switch_phases_and_policies(policy, 3)
     assert policy.traces == 1
 
 
@@ -368,7 +376,8 @@ def test_cem_branch_returns_the_planned_action_and_the_sac_guided_cem_branch_fol
 def test_xla_policy_computes_what_the_graph_policy_computes():
     """One XLA-compiled policy (one compile for all branches): CEM finds the top of the reward, SAC-guided CEM
     follows the critic, and the deterministic parts are the graph's numbers: the posterior's mean and std, and SAC's
-    mode (test phase) at the posterior sample each drew (XLA draws its own stream from the same seed)."""
+    mode (test phase) at the posterior sample each drew (XLA draws its own stream from the same seed). Switching
+    phase and policy (every pair of SWITCHES, in both phases) never retraces it."""
     model, sac = known_optimum_agent()
     policy = Policy(model, sac, BRANCH_CEM, train="cem", test="sac_guided_cem", seed=3, jit_compile=True)
     planned, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), "train")
@@ -385,6 +394,7 @@ def test_xla_policy_computes_what_the_graph_policy_computes():
         np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, ref.features(latents[-1]))[0]), atol=1e-5)
     for key in ("mean", "std", "deter"):
         np.testing.assert_allclose(latents[1][key], latents[0][key], atol=1e-5, err_msg=key)
+    switch_phases_and_policies(policy, 4)
     assert policy.traces == 1
 
 
@@ -471,7 +481,7 @@ def test_several_policies_in_one_process_give_no_retracing_warning(tensorflow_wa
     together (keyed by Policy._act's code) and warn about as excessive retracing."""
     model, sac = tiny_agent(action_size=1)
     obs = tf.zeros([1, 3])
-    for seed in range(6):
+    for seed in range(5):  # TensorFlow warns of five traces in the last ten calls of one function
         policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="sac",
                         test="sac", seed=seed)
         policy.act(obs, policy.initial_state(1), "test")

@@ -403,7 +403,8 @@ def _parse_mapping(raw: bytes, source: str) -> dict[str, Any]:
 def _reason(error: BaseException) -> str:
     """An OS or gfile error's cause in a few words (`Permission denied`, `Is a directory`), not its paths."""
     reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error.__class__.__name__
-    return str(reason).splitlines()[0][:120]
+    reason = str(reason).splitlines()[0]
+    return reason.rsplit("; ", 1)[-1][:120]  # gfile's OpError reads "<path>; <cause>"
 
 
 class _ConfigLoader(yaml.SafeLoader):

@@ -430,6 +430,10 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
         if config.data.seed_episodes < 1:
             raise ConfigError("data.seed_episodes=0: the suite reads an episode's length from the seed episodes "
                               "to convert --env-steps into updates; set it to 1 or more (PlaNet: 5)")
+        if config.optim.strategy != "default":
+            raise ConfigError(f"optim.strategy={config.optim.strategy}: the suite trains its runs one after another in "
+                              "one process, where TensorFlow allows one distribution strategy (a second one's "
+                              "collectives collide); run each such training as its own `planet-sac train`")
         if not config.schedule.collect:
             raise ConfigError("schedule.collect=false: the suite's runs collect their own episodes; set it to true")
         for seed in seeds:

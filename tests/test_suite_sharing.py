@@ -1,5 +1,6 @@
 """Several `planet-sac suite` processes on one `--out`: a run claimed by one is skipped by the others, the claim
-lasts the whole run, and score records written at the same moment are all kept.
+lasts the whole run, and score records written at the same moment are all kept. And one process for many runs:
+no distribution strategy (TensorFlow allows one per process).
 
 The other process is played by this test holding the same `flock` locks on the paths docs/suite.md names.
 """
@@ -111,3 +112,13 @@ def test_an_out_without_working_locks_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(suite.fcntl, "flock", no_locks)
     with pytest.raises(suite.ConfigError, match="may not support locks"):
         suite.claim_run(suite.RunSpec(TASK, 0, 2, str(tmp_path)))
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "multi_worker"])
+def test_a_distribution_strategy_is_refused_before_anything_is_written(tmp_path, strategy):
+    """One process trains every run of a suite, and TensorFlow allows one MirroredStrategy per process."""
+    out = tmp_path / "out"
+    with pytest.raises(suite.ConfigError, match=f"optim.strategy={strategy}: the suite trains its runs one after another"):
+        suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), overrides=[f"optim.strategy={strategy}"],
+                        explicit_repeats=REPEAT, progress=False)
+    assert not out.exists()

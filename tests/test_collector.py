@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -47,22 +48,47 @@ def save_version(run: str, value: float, step: int) -> None:
         trainer.close()
 
 
-def test_collector_writes_episodes_and_reloads_a_newer_checkpoint(run, tmp_path):
+def test_collector_writes_episodes_reloads_a_newer_checkpoint_and_per_checkpoint_waits_for_the_next(run, tmp_path):
+    """One per-checkpoint collector: it writes episodes acting with the newest checkpoint (step 10), reloads a newer
+    one (11) whole between rounds, keeps its weights when nothing is newer, and in a run of two rounds plays the
+    second only once the learner has saved the next checkpoint (40)."""
     outdir = str(tmp_path / "shared")
-    collector = Collector(run, outdir, policy="sac", reload_every=0.01)
+    collector = Collector(run, outdir, policy="sac", reload_every=0.05, per_checkpoint=True)
+    saved, stop = threading.Event(), threading.Event()
+
+    def learner():  # a new checkpoint only after the first round of the two-round run has been written
+        while len(list_episodes(outdir)) < 3 and not stop.is_set():
+            threading.Event().wait(0.05)
+        if not stop.is_set():
+            save_version(run, 0.5, step=40)
+            saved.set()
+
+    thread = threading.Thread(target=learner)
     try:
         assert collector.step == 10
         first = acting_values(collector)
         (summary,) = collector.run(1)
         assert summary["checkpoint_step"] == 10 and list_episodes(outdir) == [summary["path"]]
         save_version(run, 0.25, step=11)
-        assert collector.reload() and collector.step == 11
+        time.sleep(0.05)  # reload_every has passed: the next round reloads first
+        (summary,) = collector.run(1)
+        assert summary["checkpoint_step"] == 11 and len(list_episodes(outdir)) == 2
         after = acting_values(collector)
         assert all(np.all(value == 0.25) for name, value in after.items() if value.dtype.kind == "f")
         assert any(not np.array_equal(first[name], after[name]) for name in first)
-        (summary,) = collector.run(1)  # reloads between rounds too: nothing newer, so the same weights
-        assert summary["checkpoint_step"] == 11 and len(list_episodes(outdir)) == 2
+        assert collector.reload() and collector.step == 11  # nothing newer: still acting, with the same weights
+        assert all(np.array_equal(value, after[name]) for name, value in acting_values(collector).items())
+
+        thread.start()
+        first_round, second_round = collector.run(2)
+        assert saved.is_set()
+        # the second round waited for step 40
+        assert (first_round["checkpoint_step"], second_round["checkpoint_step"]) == (11, 40)
+        assert len(list_episodes(outdir)) == 4
     finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join()
         collector.close()
 
 
@@ -153,7 +179,7 @@ def test_collect_command_rejects_bad_numbers_before_writing(run, tmp_path, capsy
 
 
 def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):
-    config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=20", "schedule.collect_every=5",
+    config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=6", "schedule.collect_every=2",
                                             "schedule.checkpoint_every=1000", "schedule.test_episodes=0"])
     logdir = tmp_path / "run"
     shutil.copytree(OLD_RUN / "train_episodes", logdir / "train_episodes")  # as if written by collectors
@@ -165,7 +191,7 @@ def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_p
         assert len(list_episodes(str(logdir / "train_episodes"))) == len(list_episodes(str(OLD_RUN / "train_episodes")))
         steps = sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(logdir / "checkpoints")
                        if name.endswith(".index"))
-        assert steps[-3:] == [10, 15, 20]  # every collect_every updates, for the collectors to reload
+        assert steps[-3:] == [2, 4, 6]  # every collect_every updates, for the collectors to reload
         assert int(trainer.counters.train_episodes.numpy()) == len(list_episodes(str(OLD_RUN / "train_episodes")))
     finally:
         trainer.close()
@@ -174,27 +200,6 @@ def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_p
 def test_reload_every_must_be_positive(run, tmp_path):
     with pytest.raises(ConfigError, match="reload-every"):
         Collector(run, str(tmp_path / "out"), reload_every=0)
-
-
-def test_per_checkpoint_plays_one_round_per_new_checkpoint(run, tmp_path):
-    collector = Collector(run, str(tmp_path / "out"), policy="sac", reload_every=0.05, per_checkpoint=True)
-    saved = threading.Event()
-
-    def learner():  # a new checkpoint only after the first round has been written
-        while not list_episodes(str(tmp_path / "out")):
-            threading.Event().wait(0.05)
-        save_version(run, 0.5, step=40)
-        saved.set()
-
-    thread = threading.Thread(target=learner)
-    thread.start()
-    try:
-        first, second = collector.run(2)
-    finally:
-        thread.join()
-        collector.close()
-    assert saved.is_set()
-    assert (first["checkpoint_step"], second["checkpoint_step"]) == (10, 40)  # the second round waited for step 40
 
 
 def test_per_checkpoint_needs_reload_every(run, tmp_path):

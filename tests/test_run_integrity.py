@@ -204,33 +204,46 @@ def acting_key(run: str) -> str:
                 if key.startswith("variables/world_model/") and "kernel" in key)
 
 
-@pytest.mark.parametrize("how", ["truncated", "deleted", "flipped"])
-def test_evaluate_falls_back_from_a_damaged_newest_checkpoint(run, how, capsys, warnings):
+def test_every_reader_falls_back_past_damaged_newer_checkpoints_to_the_newest_readable_one(run, tmp_path, capsys,
+                                                                                          warnings):
+    """evaluate, collect and train --restore-from on one run whose three newest checkpoints are damaged three ways
+    (a truncated, a deleted and a bit-flipped data file): each reader names all three as unreadable and acts with,
+    or restores, ckpt-10; none of them moves or deletes anything."""
     save_version(run, 0.5, step=12)
-    damage(f"{run}/checkpoints/ckpt-12", how, key=acting_key(run))  # a tensor evaluate reads
+    # ckpt-13 a copy of ckpt-12; ckpt-14 a copy of ckpt-10, whose trained values make the flipped tensor's bytes
+    # unique in the file (in ckpt-12 every float is 0.5: the flip could land in a tensor a reader skips)
+    for source, step in ((12, 13), (10, 14)):
+        for path in tf.io.gfile.glob(f"{run}/checkpoints/ckpt-{source}.*"):
+            shutil.copy(path, path.replace(f"ckpt-{source}.", f"ckpt-{step}."))
+    key = acting_key(run)  # a world-model tensor: every reader here reads it
+    damaged = {12: "truncated", 13: "deleted", 14: "flipped"}
+    for step, how in damaged.items():
+        damage(f"{run}/checkpoints/ckpt-{step}", how, key=key)
+
+    def each_named_unreadable() -> bool:
+        return all(f"checkpoint {run}/checkpoints/ckpt-{step} is unreadable" in messages(warnings) for step in damaged)
+
     assert main(["evaluate", "--logdir", run, "--episodes", "1", "--policy", "sac", "--quiet"]) == 0
     assert "checkpoint step 10" in capsys.readouterr().out
-    assert f"checkpoint {run}/checkpoints/ckpt-12 is unreadable" in messages(warnings)
-    assert os.path.exists(f"{run}/checkpoints/ckpt-12.index")  # readers never move or delete anything
+    assert each_named_unreadable()
 
-
-def test_collectors_and_restore_from_fall_back_from_a_damaged_newest_checkpoint(run, tmp_path, warnings):
-    save_version(run, 0.5, step=12)
-    damage(f"{run}/checkpoints/ckpt-12", "truncated")
+    warnings.clear()
     outdir = str(tmp_path / "collected")
     assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "1",
                  "--time-limit", "5", "--quiet"]) == 0
-    assert len(list_episodes(outdir)) == 1 and "ckpt-12 is unreadable" in messages(warnings)
+    assert len(list_episodes(outdir)) == 1 and each_named_unreadable()
 
     warnings.clear()
     new = str(tmp_path / "new")
     assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", run, "--include", "world_model/",
                  "--train-steps", "0", "--quiet"]) == 0
-    assert "ckpt-12 is unreadable" in messages(warnings)
-    key = acting_key(run)
+    assert each_named_unreadable()
     restored = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{new}/checkpoints")).get_tensor(key)
     np.testing.assert_array_equal(restored, tf.train.load_checkpoint(f"{run}/checkpoints/ckpt-10").get_tensor(key))
-    assert not np.all(restored == 0.5)  # ckpt-10's values, not the damaged ckpt-12's
+    assert not np.all(restored == 0.5)  # ckpt-10's values, not a damaged checkpoint's
+
+    for step in (10, *damaged):  # readers never move or delete anything
+        assert os.path.exists(f"{run}/checkpoints/ckpt-{step}.index")
 
 
 def test_when_no_checkpoint_is_readable_each_reader_says_so_in_one_line(run, tmp_path, capsys):

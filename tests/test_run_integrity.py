@@ -68,8 +68,8 @@ def hold_lock(logdir: str) -> subprocess.Popen:
 def test_a_second_learner_is_refused_with_the_holders_pid_and_host_and_a_killed_holders_stale_lock_is_taken_over(
         run, tmp_path, capsys, warnings):
     """While another process holds the run's lock, a second learner (command line or Python API) is refused and
-    writes nothing, and collectors still read the run. Then the holder is SIGKILLed: its lock is stale, and the
-    next learner takes it over with a warning."""
+    writes nothing (that readers of a locked run are not refused: the fall-back test below). Then the holder is
+    SIGKILLed: its lock is stale, and the next learner takes it over with a warning."""
     holder = hold_lock(run)
     try:
         before = sorted(os.listdir(run))
@@ -85,11 +85,6 @@ def test_a_second_learner_is_refused_with_the_holders_pid_and_host_and_a_killed_
             Trainer(resolve_run_config(run), run, progress=False)  # the Python API takes the same lock
         with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):
             train(resolve_run_config(run), run, progress=False)
-        # Collectors are lock-free readers of a locked run.
-        outdir = str(tmp_path / "collected")
-        assert main(["collect", "--policy", "cem", "--checkpoint", run, "--outdir", outdir, "--episodes", "1",
-                     "--time-limit", "5", "--quiet"]) == 0
-        assert len(list_episodes(outdir)) == 1
     finally:
         holder.send_signal(signal.SIGKILL)  # dies without releasing: its record stays, the kernel frees the OS lock
         holder.wait()
@@ -207,8 +202,9 @@ def acting_key(run: str) -> str:
 def test_every_reader_falls_back_past_damaged_newer_checkpoints_to_the_newest_readable_one(run, tmp_path, capsys,
                                                                                           warnings):
     """evaluate, collect and train --restore-from on one run whose three newest checkpoints are damaged three ways
-    (a truncated, a deleted and a bit-flipped data file): each reader names all three as unreadable and acts with,
-    or restores, ckpt-10; none of them moves or deletes anything."""
+    (a truncated, a deleted and a bit-flipped data file), while a learner holds the run's lock (readers take no
+    lock): each reader names all three as unreadable and acts with, or restores, ckpt-10; none of them moves or
+    deletes anything."""
     save_version(run, 0.5, step=12)
     # ckpt-13 a copy of ckpt-12; ckpt-14 a copy of ckpt-10, whose trained values make the flipped tensor's bytes
     # unique in the file (in ckpt-12 every float is 0.5: the flip could land in a tensor a reader skips)
@@ -223,24 +219,28 @@ def test_every_reader_falls_back_past_damaged_newer_checkpoints_to_the_newest_re
     def each_named_unreadable() -> bool:
         return all(f"checkpoint {run}/checkpoints/ckpt-{step} is unreadable" in messages(warnings) for step in damaged)
 
-    assert main(["evaluate", "--logdir", run, "--episodes", "1", "--policy", "sac", "--quiet"]) == 0
-    assert "checkpoint step 10" in capsys.readouterr().out
-    assert each_named_unreadable()
+    lock = lock_run(run)  # a learner holds the run: this process, so a reader taking the lock would be refused
+    try:
+        assert main(["evaluate", "--logdir", run, "--episodes", "1", "--policy", "sac", "--quiet"]) == 0
+        assert "checkpoint step 10" in capsys.readouterr().out
+        assert each_named_unreadable()
 
-    warnings.clear()
-    outdir = str(tmp_path / "collected")
-    assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "1",
-                 "--time-limit", "5", "--quiet"]) == 0
-    assert len(list_episodes(outdir)) == 1 and each_named_unreadable()
+        warnings.clear()
+        outdir = str(tmp_path / "collected")
+        assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "1",
+                     "--time-limit", "5", "--quiet"]) == 0
+        assert len(list_episodes(outdir)) == 1 and each_named_unreadable()
 
-    warnings.clear()
-    new = str(tmp_path / "new")
-    assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", run, "--include", "world_model/",
-                 "--train-steps", "0", "--quiet"]) == 0
-    assert each_named_unreadable()
-    restored = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{new}/checkpoints")).get_tensor(key)
-    np.testing.assert_array_equal(restored, tf.train.load_checkpoint(f"{run}/checkpoints/ckpt-10").get_tensor(key))
-    assert not np.all(restored == 0.5)  # ckpt-10's values, not a damaged checkpoint's
+        warnings.clear()
+        new = str(tmp_path / "new")
+        assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", run, "--include", "world_model/",
+                     "--train-steps", "0", "--quiet"]) == 0
+        assert each_named_unreadable()
+        restored = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{new}/checkpoints")).get_tensor(key)
+        np.testing.assert_array_equal(restored, tf.train.load_checkpoint(f"{run}/checkpoints/ckpt-10").get_tensor(key))
+        assert not np.all(restored == 0.5)  # ckpt-10's values, not a damaged checkpoint's
+    finally:
+        lock.release()
 
     for step in (10, *damaged):  # readers never move or delete anything
         assert os.path.exists(f"{run}/checkpoints/ckpt-{step}.index")

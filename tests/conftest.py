@@ -99,8 +99,17 @@ def logged_warnings(name: str):
 
 
 @pytest.fixture
-def tensorflow_warnings():
-    """Warning records TensorFlow logs (on the `tensorflow` logger) while the test runs."""
+def tensorflow_warnings(monkeypatch):
+    """Warning records TensorFlow logs (on the `tensorflow` logger) while the test runs.
+
+    TensorFlow's excessive-retracing warning is counted per function for the whole process and given at most twice,
+    so earlier tests in the same worker could use it up (or leave traces in its history); the test gets fresh counts."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    assert hasattr(polymorphic_function, "_FrequentTracingDetectorManager"), \
+        "TensorFlow moved its retracing-warning counter: update the tensorflow_warnings fixture"
+    monkeypatch.setattr(polymorphic_function, "_frequent_tracing_detector_manager",
+                        polymorphic_function._FrequentTracingDetectorManager())
     yield from logged_warnings("tensorflow")
 
 

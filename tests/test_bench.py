@@ -158,3 +158,52 @@ def test_bench_and_research_scripts_import_planet_sac_before_tensorflow():
         if tensorflow is not None and (planet_sac is None or planet_sac > tensorflow):
             late.append(f"{path.relative_to(root)}:{tensorflow}")
     assert not late, f"import planet_sac before tensorflow in {late}"
+
+
+def test_publish_suite_copies_finished_runs_and_merges_their_scores(tmp_path, capsys):
+    """bench/publish_suite.py: a finished run's three files are copied (nothing else of the suite's folder), its
+    score record joins the records the published file already holds, its unfinished copy goes, the figure is
+    drawn; an unreadable result.json is a counted skip."""
+    import gzip
+
+    publish_suite = _load_bench_module("publish_suite")
+    src, dest = tmp_path / "out", tmp_path / "published"
+
+    def write_scores(path, records):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress(json.dumps(records).encode()))
+
+    def record(seed, ys):
+        return {"task": "dmc_a_b", "method": "planet_sac", "seed": seed, "xs": [5000, 10000], "ys": ys}
+
+    run = src / "results" / "dmc_a_b" / "seed1"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text('{"task": "dmc:a-b", "seed": 1}')
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    (run / "config.yaml").write_text("seed: 1\n")
+    (run / "stray.bin").write_bytes(b"x")
+    broken = src / "results" / "dmc_a_b" / "seed2"
+    broken.mkdir()
+    (broken / "result.json").write_text("{")
+    (src / "runs" / "dmc_a_b" / "seed1" / "checkpoints").mkdir(parents=True)
+    (src / "runs" / "dmc_a_b" / "seed1" / "checkpoints" / "ckpt-1.index").write_bytes(b"c")
+    write_scores(src / "scores" / "dmc_vision-planet_sac.json.gz", [record(1, [3.0, 4.0])])
+    write_scores(dest / "scores" / "dmc_vision-planet_sac.json.gz", [record(0, [1.0, 2.0]), record(1, [9.0, 9.0])])
+    (dest / "unfinished" / "dmc_a_b" / "seed1").mkdir(parents=True)
+    (dest / "unfinished" / "dmc_a_b" / "seed1" / "metrics.jsonl").write_text("{}\n")
+
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "published results/dmc_a_b/seed1" in out and "skipped" in out and "seed2" in out
+    copied = sorted(p.relative_to(dest).as_posix() for p in (dest / "results").rglob("*") if p.is_file())
+    assert copied == ["results/dmc_a_b/seed1/config.yaml", "results/dmc_a_b/seed1/metrics.jsonl",
+                      "results/dmc_a_b/seed1/result.json"]
+    assert (dest / "results" / "dmc_a_b" / "seed1" / "metrics.jsonl").read_text() == '{"step": 1}\n'
+    with gzip.open(dest / "scores" / "dmc_vision-planet_sac.json.gz", "rt") as file:
+        merged = json.load(file)
+    assert sorted((r["seed"], r["ys"]) for r in merged) == [(0, [1.0, 2.0]), (1, [3.0, 4.0])]
+    assert not (dest / "unfinished" / "dmc_a_b").exists()
+    assert (dest / "curves.png").stat().st_size > 0
+    assert not list(dest.rglob("ckpt-*"))
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    assert "0 run(s) new or changed" in capsys.readouterr().out

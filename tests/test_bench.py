@@ -207,3 +207,26 @@ def test_publish_suite_copies_finished_runs_and_merges_their_scores(tmp_path, ca
     assert not list(dest.rglob("ckpt-*"))
     assert publish_suite.main([str(src), str(dest)]) == 0
     assert "0 run(s) new or changed" in capsys.readouterr().out
+
+
+def test_suite_table_totals_and_the_mean_over_seeds(tmp_path, capsys):
+    """bench/suite_table.py: an uninterrupted run's total is its call's wall-clock + evaluation, a resumed run's
+    (whose last call saw only part of it) the sum of its parts, marked *; the summary is mean ± std over seeds."""
+    suite_table = _load_bench_module("suite_table")
+
+    def result(seed, mean, seconds):
+        return {"score_task": "dmc_a_b", "seed": seed, "headline_policy": "sac",
+                "headline": {"mean": mean, "std": 1.0, "episodes": 10},
+                "evaluation": {"sac": {"mean": mean, "std": 1.0, "episodes": 10}}, "seconds": seconds}
+
+    whole = {"updates": 600, "acting": 300, "test_phases": 60, "evaluation": 120, "this_call_training": 1200}
+    resumed = {"updates": 1200, "acting": 600, "test_phases": 120, "evaluation": 60, "this_call_training": 300}
+    for seed, (mean, seconds) in enumerate([(100.0, whole), (300.0, resumed)]):
+        folder = tmp_path / "out" / "results" / "dmc_a_b" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(result(seed, mean, seconds)))
+    rows = suite_table.load_results([str(tmp_path / "out")])
+    lines = suite_table.run_table(rows).split("\n")
+    assert lines[2].endswith("| 22.0 |")  # (1200 + 120) / 60
+    assert lines[3].endswith("| 33.0* |")  # (1200 + 600 + 120 + 60) / 60
+    assert suite_table.summary_table(rows).split("\n")[-1] == "| out | dmc_a_b | 2 | 200.0 ± 100.0 |"

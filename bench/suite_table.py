@@ -6,10 +6,10 @@ Usage (any number of suite output folders, e.g. one per configuration variant):
 One row per run (task x seed x folder): the headline policy's final return (mean ± std over its episodes),
 every other evaluated policy's, and where the time went, in minutes: `updates`, `acting` (training
 episodes), `rendering` (estimated inside acting and test phases: seconds per frame x frames), `tests` (test
-phases), `eval` (the final evaluation of all policies), `train` (this call's training, wall-clock) and
+phases), `eval` (the final evaluation of all policies) and
 `total` (training + evaluation: the call's wall-clock, or for a run that was stopped and resumed, marked `*`,
 the sum of its parts, since the last call saw only part of the run). Then, per folder and task, the mean ± std
-of the headline return over seeds (population std, numpy's default, as the published tables).
+of the headline return over seeds (population std, numpy's default).
 """
 
 from __future__ import annotations

@@ -1,0 +1,63 @@
+r"""Do pixel world-model updates repeat bit for bit across processes on one machine?
+
+Usage:
+    .venv/bin/python research/determinism_pixels.py --config configs/dmc_vision_cpu.yaml --updates 3
+
+Runs the same learner (world model of the config, SAC off, op determinism on, the fixed random batch of
+`planet_sac.benchmark.image_batch`) for `--updates` updates in two fresh processes and lists the variables
+whose weights differ. Set `TF_ENABLE_ONEDNN_OPTS=0`, `TF_NUM_INTRAOP_THREADS=1` or `PYTHONHASHSEED=0` in
+the environment to rule those out (they did not change the answer; docs/determinism.md, "Pixel models").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def child(config_path: str, updates: int, precision: str, out: str) -> None:
+    import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on)
+    # isort: split
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.experimental.enable_op_determinism()
+    from planet_sac.benchmark import image_batch, world_model_learner
+    from planet_sac.config import load_config
+
+    config = load_config(config_path)
+    model, learner = world_model_learner(config, precision)
+    data = image_batch(config.data.batch_size, config.data.chunk_length)
+    for _ in range(updates):
+        learner.update(data)
+    np.savez(out, **{variable.name: variable.numpy() for variable in model.variables})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/dmc_vision_cpu.yaml")
+    parser.add_argument("--updates", type=int, default=3)
+    parser.add_argument("--precision", default="float32")
+    parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.config, args.updates, args.precision, args.child)
+        return
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as directory:
+        paths = [os.path.join(directory, f"{name}.npz") for name in "ab"]
+        for path in paths:
+            subprocess.run([sys.executable, __file__, "--config", args.config, "--updates", str(args.updates),
+                            "--precision", args.precision, "--child", path], check=True)
+        first, second = (np.load(path) for path in paths)
+        differ = [name for name in first.files if not np.array_equal(first[name], second[name])]
+    print(f"{len(differ)} of {len(first.files)} variables differ after {args.updates} updates "
+          f"({args.precision}): {', '.join(differ[:6])}{' ...' if len(differ) > 6 else ''}")
+
+
+if __name__ == "__main__":
+    main()

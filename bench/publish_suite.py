@@ -46,7 +46,7 @@ def publish(src: str, dest: str, baselines: list[str]) -> list[str]:
     """Copies `src`'s finished runs and score records into `dest` and redraws its figure; returns the runs copied
     or changed (relative paths `results/<task>/seed<k>`)."""
     if not os.path.isdir(os.path.join(src, "results")):
-        raise SystemExit(f"{src} has no results/ folder: give the --out folder of `planet-sac suite`")
+        raise ConfigError(f"{src} has no results/ folder: give the --out folder of `planet-sac suite`")
     changed = []
     for run in finished_runs(src):
         target = os.path.join(dest, run)
@@ -66,13 +66,10 @@ def publish(src: str, dest: str, baselines: list[str]) -> list[str]:
             parent = os.path.dirname(unfinished)
             if not os.listdir(parent):
                 os.rmdir(parent)
-    score_files = []
     for path in sorted(glob.glob(os.path.join(src, "scores", "*.json.gz"))):
-        target = os.path.join(dest, "scores", os.path.basename(path))
         for record in read_scores(path):
-            add_score(target, record)
-        score_files.append(target)
-    score_files = sorted(set(score_files) | set(glob.glob(os.path.join(dest, "scores", "*.json.gz"))))
+            add_score(os.path.join(dest, "scores", os.path.basename(path)), record)
+    score_files = sorted(glob.glob(os.path.join(dest, "scores", "*.json.gz")))
     if score_files:
         import matplotlib.pyplot as plt
 
@@ -88,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         changed = publish(os.path.expanduser(args.src), args.dest, args.baselines)
-    except ConfigError as error:  # a score file that is not one, a missing baseline file
+    except ConfigError as error:  # no suite folder, a score file that is not one, a missing baseline file
         print(f"error: {error}", file=sys.stderr)
         return 2
     for run in changed:

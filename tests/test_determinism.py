@@ -91,15 +91,49 @@ def test_replay_samples_by_content_not_by_file_names(tmp_path):
     np.testing.assert_array_equal(np.stack(chunks[0]), np.stack(chunks[1]))
 
 
-def test_trainer_turns_on_op_determinism(tmp_path):
+def test_trainer_turns_on_op_determinism_and_turns_off_grappler(tmp_path):
+    import tensorflow as tf
     from tensorflow.python.framework import config as tf_config  # the public API can enable it only
 
     from planet_sac.training.trainer import Trainer
 
     tf_config.disable_op_determinism()  # whatever an earlier test in this process did
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
     trainer = Trainer(load_config(SMOKE), str(tmp_path / "run"), progress=False)
     trainer.close()
     assert tf_config.is_op_determinism_enabled()
+    assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
+
+
+def test_pixel_world_model_gradient_repeats_at_planet_batch():
+    """At PlaNet's chunk batch (16 x 50 images, tiny networks) the compiled gradient of the world model's loss,
+    called again on the same weights and inputs, is the same to the bit. With Grappler on it was not: the
+    encoder's, GRU's and posterior's gradients changed from call to call (docs/determinism.md)."""
+    import tensorflow as tf
+
+    from planet_sac.benchmark import ACTION_SIZE, image_batch
+    from planet_sac.models.world_model import WorldModel
+    from planet_sac.training.trainer import make_tensorflow_deterministic
+
+    make_tensorflow_deterministic()
+    config = load_config(ROOT / "configs" / "dmc_vision_cpu.yaml", [
+        "model.cnn_depth=4", "model.decoder_depth=4", "model.deter_size=32", "model.hidden_size=32",
+        "model.stoch_size=8", "optim.precision=float32"])
+    model = WorldModel(config.model, "image", (64, 64, 3), ACTION_SIZE, precision="float32")
+    batch = image_batch(16, 50)
+    noise = model.sample_noise(tf.random.Generator.from_seed(1), 16, 50)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            loss = model.loss(batch, noise)[0]
+        return tape.gradient(loss, model.trainable_variables)
+
+    calls = [[gradient.numpy() for gradient in gradients()] for _ in range(3)]
+    names = [variable.name for variable in model.trainable_variables]
+    assert any(name.startswith("world_model/encoder/") for name in names)
+    differ = [name for k, name in enumerate(names) if not all(np.array_equal(calls[0][k], call[k]) for call in calls[1:])]
+    assert not differ, f"{len(differ)} of {len(names)} gradients changed between calls, e.g. {differ[:3]}"
 
 
 def _episode(tag: float) -> dict:

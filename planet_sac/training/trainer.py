@@ -52,6 +52,19 @@ TEST_SEED_OFFSET = 10_000
 """The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
 
 
+def make_tensorflow_deterministic() -> None:
+    """Makes TensorFlow's results a function of its inputs in this process (docs/determinism.md).
+
+    Op determinism on: deterministic kernels only, and an error for an op that has none. Grappler, TensorFlow's
+    graph optimizer, off: with it on, the compiled gradient of a pixel world model at PlaNet's batch (16 x 50
+    chunks) differed from call to call in its last bits, on the same weights and inputs, and whole runs of the
+    same seed drifted apart; with it off they repeat, and an update was as fast (research/determinism_pixels.py).
+    Both are process-wide and apply to functions compiled from now on.
+    """
+    tf.config.experimental.enable_op_determinism()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
 def collecting_policy(policy: PolicyConfig, collection: int) -> str:
     """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
 
@@ -114,8 +127,7 @@ class Trainer:
                  exclude: Sequence[str] = ()):
         self.config = config
         self.logdir = logdir.rstrip("/")
-        # With every random stream seeded by config.seed / env.seed, this makes a run repeatable on one machine.
-        tf.config.experimental.enable_op_determinism()
+        make_tensorflow_deterministic()  # with every random stream seeded, a run repeats on one machine
         check_config_change(self.logdir, config, force)
         self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None

@@ -487,3 +487,66 @@ def test_resume_drops_exactly_the_records_the_restored_checkpoint_does_not_hold(
         assert logger.drop_after(10, test_pending=test_pending) == 0
     finally:
         logger.close()
+
+
+RESUME_SETTINGS = ["schedule.collect_every=5", "schedule.checkpoint_every=10", "schedule.test_episodes=0",
+                   "data.seed_episodes=2"]
+
+
+def _trainer(logdir):
+    from planet_sac.config import load_config
+    from planet_sac.training.trainer import Trainer
+
+    return Trainer(load_config(SMOKE, RESUME_SETTINGS), str(logdir), progress=False)
+
+
+def _copy_an_episode(logdir) -> None:
+    """Another training episode on disk, as a collection writes one (a new file name, the same data)."""
+    from planet_sac.episodes.storage import save_episode
+
+    folder = str(logdir / "train_episodes")
+    save_episode(folder, load_episode(list_episodes(folder)[-1]))
+
+
+@pytest.mark.parametrize("stopped", ["between_checkpoints", "before_the_first_update"])
+def test_a_resumed_run_does_not_repeat_collections_whose_episodes_are_on_disk(tmp_path, stopped):
+    """A run killed after a collection but before the next checkpoint redoes the updates, not the collection: it
+    ends with the episodes an uninterrupted run collects (2 seed + one per 5 updates), not more env steps."""
+    logdir = tmp_path / "run"
+    trainer = _trainer(logdir)
+    if stopped == "between_checkpoints":
+        trainer.run(10)  # checkpoint at 10 after the collections at 5 and 10
+        _copy_an_episode(logdir)  # the collection at step 15, written before the kill; no checkpoint at 15
+        total = 20
+    else:
+        trainer.collect_seed_episodes()  # seed episodes after the first checkpoint (step 0, no episodes)
+        _copy_an_episode(logdir)  # the collection at step 5
+        total = 10
+    trainer.close()
+    trainer = _trainer(logdir)
+    assert "1 training episode(s) collected after that checkpoint" in trainer.start_message
+    trainer.run(total)
+    trainer.close()
+    assert len(list_episodes(str(logdir / "train_episodes"))) == 2 + total // 5
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["episodes"] == 2 + total // 5 and records[-1]["env_steps"] == (2 + total // 5) * 50 * 2  # time_limit 50 x action_repeat 2
+
+
+def test_a_resumed_run_still_collects_on_top_of_episodes_that_were_there_before_it(tmp_path):
+    """Episodes a user put into train_episodes before the run started are not collections the run skips."""
+    logdir = tmp_path / "run"
+    trainer = _trainer(logdir)
+    trainer.collect_seed_episodes()
+    trainer.close()
+    for _ in range(2):
+        _copy_an_episode(logdir)
+    shutil.rmtree(logdir / "checkpoints")  # a new run over a folder of 4 episodes
+    (logdir / "metrics.jsonl").unlink(missing_ok=True)
+    trainer = _trainer(logdir)
+    trainer.run(10)
+    trainer.close()
+    trainer = _trainer(logdir)  # resumed at 10 with nothing written after its checkpoint
+    assert "after that checkpoint" not in trainer.start_message
+    trainer.run(20)
+    trainer.close()
+    assert len(list_episodes(str(logdir / "train_episodes"))) == 4 + 20 // 5

@@ -159,6 +159,7 @@ class Trainer:
             self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
             self._stop = threading.Event()
             self._warned_terminations = False
+            self._episodes_ahead = 0  # training episodes on disk that collections after the checkpoint wrote
             self.start_message = self._restore(restore_from, include, exclude)
         except BaseException:
             self.close()
@@ -199,6 +200,7 @@ class Trainer:
         resumed = self.checkpointer.restore_latest()
         if resumed:
             step = int(self.counters.step.numpy())
+            episodes_at_checkpoint = int(self.counters.train_episodes.numpy())
             message = f"resumed {resumed} at step {step}"
             dropped = self.logger.drop_after(step, test_pending=self.phase() == TEST)
             if dropped:
@@ -210,6 +212,11 @@ class Trainer:
         else:
             message = "started from scratch"
         self._sync_episode_counters()
+        if resumed and self.collects:
+            self._episodes_ahead = self._episodes_collected_after(episodes_at_checkpoint)
+            if self._episodes_ahead:
+                message += (f"; {self._episodes_ahead} training episode(s) collected after that checkpoint stay, and "
+                            "the collections that wrote them are not repeated")
         # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
         save_config(self.config, f"{self.logdir}/config.yaml")
         if not resumed:  # collectors (`planet-sac collect --reload-every`) can act from the first moment
@@ -224,6 +231,20 @@ class Trainer:
         self.counters.train_episodes.assign(untracked(episodes, np.int64))
         self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
         self.counters.test_episodes.assign(untracked(episode_stats(self.test_dir)[0], np.int64))
+
+    def _episodes_collected_after(self, episodes_at_checkpoint: int) -> int:
+        """How many training episodes on disk the schedule's collections wrote after the restored checkpoint.
+
+        A run stopped between checkpoints (a killed process) has already written the episodes of the collections
+        it will redo. Repeating them would add data the schedule does not have: a 100k-env-step run would end
+        with more env steps than its budget, and fewer updates per episode. Seed episodes written after the
+        checkpoint (a run stopped during its first updates) are not collections, hence the second bound.
+        """
+        on_disk = int(self.counters.train_episodes.numpy())
+        step = int(self.counters.step.numpy())
+        collect_every = self.config.schedule.collect_every * self.config.env.num_envs
+        scheduled = self.config.data.seed_episodes + step // collect_every * self.config.env.num_envs
+        return max(0, min(on_disk - episodes_at_checkpoint, on_disk - scheduled))
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
@@ -427,6 +448,10 @@ class Trainer:
 
     def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int, collection: int) -> dict:
         """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length."""
+        if self._episodes_ahead > 0:  # written before a stop, after the checkpoint this run resumed from
+            self._episodes_ahead = max(0, self._episodes_ahead - self.config.env.num_envs)
+            log.info("step %d: collection %d is on disk from before the restart; not collected again", step, collection)
+            return {}
         collect_start = time.perf_counter()
         values = {}
         collector = collecting_policy(self.config.policy, collection)

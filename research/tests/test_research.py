@@ -217,3 +217,24 @@ def test_chunk_start_gap_against_a_numpy_filter():
     # A chunk that starts at the episode's start is filtered exactly as the episode is.
     assert chunk_start_gap(model, tf.constant(embed, tf.float32), tf.constant(action, tf.float32), [0], offsets) == \
         {k: 0.0 for k in offsets}
+
+
+def test_model_error_by_policy_windows_pair_the_prediction_with_the_rewards_that_followed():
+    """reward_gaps: one window per `every` steps that has `horizon` steps after it; the real sum is the rewards
+    r[t+1..t+H] (reward[0] is the reset's); the prediction is the reward head over the prior rolled from z_t."""
+    module = _load_research_module("model_error_by_policy")
+    model = tiny_state_model()
+    rng = np.random.default_rng(0)
+    for layer in model.reward.hidden:  # zero biases and tiny features leave the ReLUs off: open them
+        layer.bias.assign(np.ones(layer.bias.shape, np.float32))
+    length = 23  # 22 steps after the reset
+    episode = {"state": rng.normal(size=(length, 3)).astype(np.float32),
+               "action": rng.uniform(-1, 1, (length, 1)).astype(np.float32),
+               "reward": rng.normal(size=length).astype(np.float32), "discount": np.ones(length, np.float32)}
+    predicted, real = module.reward_gaps(model, episode, horizon=4, every=5)
+    starts = [0, 5, 10, 15]  # t + 4 < 22 for each
+    assert len(predicted) == len(real) == len(starts)
+    np.testing.assert_allclose(real, [episode["reward"][t + 1:t + 5].sum() for t in starts], rtol=1e-6)
+    # Other actions after t change the prediction (it uses the actions taken), the rewards' alignment does not.
+    shuffled = dict(episode, action=episode["action"][::-1].copy())
+    assert module.reward_gaps(model, shuffled, 4, 5)[0] != predicted

@@ -19,6 +19,7 @@ import json
 import tempfile
 
 import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
+
 # isort: split
 import numpy as np
 import tensorflow as tf

@@ -242,7 +242,7 @@ class Trainer:
         """
         on_disk = int(self.counters.train_episodes.numpy())
         step = int(self.counters.step.numpy())
-        collect_every = self.config.schedule.collect_every * self.config.env.num_envs
+        collect_every = Every.of(self.config, self.collects).collect_every  # the schedule's own rule
         scheduled = self.config.data.seed_episodes + step // collect_every * self.config.env.num_envs
         return max(0, min(on_disk - episodes_at_checkpoint, on_disk - scheduled))
 

@@ -124,6 +124,23 @@ def state_batch(batch: int = 4, length: int = 10, state_size: int = 3, action_si
     }
 
 
+def save_version(run: str, value: float, step: int) -> None:
+    """A new checkpoint of `run` whose world-model and SAC variables all hold `value`, written by a Trainer (as
+    the learner would): a recognisable version for tests of who reads which checkpoint."""
+    from planet_sac.training.run_dir import resolve_run_config
+    from planet_sac.training.trainer import Trainer
+
+    trainer = Trainer(resolve_run_config(run), run, progress=False)
+    try:
+        for name, variable in trainer.variables.items():
+            if name.startswith(("world_model/", "sac/")) and variable.dtype.is_floating:
+                variable.assign(np.full(variable.shape, value, variable.dtype.as_numpy_dtype))
+        trainer.counters.step.assign(step)
+        trainer.checkpointer.save(step)
+    finally:
+        trainer.close()
+
+
 _exit_status = 0
 
 

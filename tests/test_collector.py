@@ -17,7 +17,7 @@ from planet_sac.cli import main
 from planet_sac.config import ConfigError, apply_overrides
 from planet_sac.episodes.storage import list_episodes
 from planet_sac.training.trainer import Trainer
-from tests.conftest import ROOT
+from tests.conftest import ROOT, save_version
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
 
@@ -31,21 +31,6 @@ def run(tmp_path):
 
 def acting_values(collector: Collector) -> dict[str, np.ndarray]:
     return {name: variable.numpy().copy() for name, variable in collector.variables.items()}
-
-
-def save_version(run: str, value: float, step: int) -> None:
-    """A new checkpoint of `run` whose world-model and SAC variables all hold `value` (via a Trainer, as the learner would)."""
-    from planet_sac.training.run_dir import resolve_run_config
-
-    trainer = Trainer(resolve_run_config(run), run, progress=False)
-    try:
-        for name, variable in trainer.variables.items():
-            if name.startswith(("world_model/", "sac/")) and variable.dtype.is_floating:
-                variable.assign(np.full(variable.shape, value, variable.dtype.as_numpy_dtype))
-        trainer.counters.step.assign(step)
-        trainer.checkpointer.save(step)
-    finally:
-        trainer.close()
 
 
 def test_collector_writes_episodes_reloads_a_newer_checkpoint_and_per_checkpoint_waits_for_the_next(run, tmp_path):

@@ -25,7 +25,7 @@ from planet_sac.checkpoints import Checkpointer, CheckpointError, checkpoint_fil
 from planet_sac.cli import main
 from planet_sac.episodes.storage import list_episodes, load_episode
 from planet_sac.training.run_dir import LOCK_FILE, RunLockedError, lock_run
-from tests.conftest import CONFIGS, ROOT, logged_warnings
+from tests.conftest import CONFIGS, ROOT, logged_warnings, save_version
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
@@ -146,21 +146,6 @@ def test_a_learner_stopped_by_sigterm_releases_the_lock_and_a_second_one_meanwhi
 
 
 # ---------------------------------------------------------------- verified checkpoint reads
-
-def save_version(run: str, value: float, step: int) -> None:
-    """A new checkpoint of `run` whose world-model and SAC variables all hold `value` (written by a Trainer)."""
-    from planet_sac.training.run_dir import resolve_run_config
-    from planet_sac.training.trainer import Trainer
-
-    trainer = Trainer(resolve_run_config(run), run, progress=False)
-    try:
-        for name, variable in trainer.variables.items():
-            if name.startswith(("world_model/", "sac/")) and variable.dtype.is_floating:
-                variable.assign(np.full(variable.shape, value, variable.dtype.as_numpy_dtype))
-        trainer.counters.step.assign(step)
-        trainer.checkpointer.save(step)
-    finally:
-        trainer.close()
 
 
 def damage(prefix: str, how: str, key: str | None = None) -> None:

@@ -17,6 +17,9 @@ from typing import Sequence
 from planet_sac.config import POLICIES, ConfigError
 from planet_sac.errors import SetupError
 
+RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
+"""The `--set` keys random collection uses; its task, observations, action repeat and episode length are flags."""
+
 
 def _parser() -> argparse.ArgumentParser:
     output = argparse.ArgumentParser(add_help=False)
@@ -32,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="YAML config (configs/*.yaml); a resumed run uses its saved config.yaml")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. data.batch_size=16")
     train.add_argument("--train-steps", type=int, help="stop after this many gradient updates in total")
-    train.add_argument("--offline-data", metavar="EPISODE_DIR", help="train the world model from this episode directory only (no environment)")
+    train.add_argument("--offline-data", metavar="EPISODE_DIR",
+                       help="train the world model from this episode directory only (no collection, no test phases)")
     train.add_argument("--restore-from", metavar="CHECKPOINT", help="start from another run's variables (logdir, checkpoints/ or prefix)")
     train.add_argument("--include", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names to restore (re.match), default all")
     train.add_argument("--exclude", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names not to restore")
@@ -44,9 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("--episodes", type=_episodes, required=True, metavar="N|forever",
                       help="episodes to collect; forever: until interrupted (with --checkpoint)")
     coll.add_argument("--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
-    coll.add_argument("--seed", type=int, default=0)
-    coll.add_argument("--action-repeat", type=int, help="default: 1, or the checkpoint's")
-    coll.add_argument("--time-limit", type=int, help="agent steps per episode (default: the task's own)")
+    coll.add_argument("--seed", type=_non_negative_int, default=0)
+    coll.add_argument("--action-repeat", type=_positive_int, help="default: 1, or the checkpoint's")
+    coll.add_argument("--time-limit", type=_positive_int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")
     coll.add_argument("--checkpoint", help="logdir, checkpoints/ folder or prefix of a trained run (needed unless --policy random)")
     coll.add_argument("--reload-every", type=float, metavar="SECONDS",
@@ -56,13 +60,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="with --reload-every: one round of episodes per new checkpoint of the run, then wait "
                            "(keeps PlaNet's updates per environment step; leaves the cores to the learner)")
     coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a config key of the checkpoint's run (without --checkpoint: env.image_size)")
+                      help="override a config key of the checkpoint's run (without --checkpoint: "
+                           f"{', '.join(RANDOM_COLLECTION_KEYS)})")
 
     evaluate = commands.add_parser("evaluate", parents=[output], help="run the latest checkpoint and report returns")
     evaluate.add_argument("--logdir", required=True)
     evaluate.add_argument("--episodes", type=int, default=5)
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
-    evaluate.add_argument("--seed", type=int, default=12345)
+    evaluate.add_argument("--seed", type=_non_negative_int, default=12345)
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
@@ -246,6 +251,39 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _integer(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{value} must be >= {low}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    """--seed: a whole number >= 0 (what gymnasium and numpy accept as a seed)."""
+    return _integer(text, 0)
+
+
+def _positive_int(text: str) -> int:
+    """--action-repeat, --time-limit: a whole number >= 1."""
+    return _integer(text, 1)
+
+
+def _check_output_file(path: str, flag: str) -> None:
+    """Fails before any work if `path` cannot be written: its folder is missing, or it is a folder."""
+    import os
+
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{flag} {path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path} is a folder; give a file name")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{flag} {path}: the folder {folder} is not writable")
+
+
 def _episodes(text: str) -> int | None:
     """--episodes: a positive count, or `forever` (None)."""
     if text == "forever":
@@ -274,11 +312,17 @@ def _collect(args: argparse.Namespace) -> int:
     if args.episodes is None:
         raise ConfigError("--episodes forever needs --checkpoint (random collection is for a fixed number of episodes)")
     load_config(None, args.set)  # checked before anything is written
+    for item in args.set:
+        if item.split("=", 1)[0].strip() not in RANDOM_COLLECTION_KEYS:
+            raise ConfigError(f"--set {item}: random collection takes only {', '.join(RANDOM_COLLECTION_KEYS)}; set the "
+                              "task, observations, action repeat and episode length with --task, --obs, --action-repeat "
+                              "and --time-limit")
     from planet_sac.acting.collector import collect_random
     from planet_sac.training.run_dir import prepare_logdir
 
     prepare_logdir(args.outdir, "--outdir")
-    summaries = collect_random(args.outdir, args.episodes, args.task, args.obs or "image", args.action_repeat or 1,
+    summaries = collect_random(args.outdir, args.episodes, args.task, args.obs or "image",
+                               1 if args.action_repeat is None else args.action_repeat,
                                args.time_limit, args.seed, args.set, progress=not args.quiet)
     _print_collected(args.outdir, summaries)
     return 0
@@ -357,6 +401,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.reps < 1:
         raise ConfigError(f"--reps={args.reps}: must be >= 1")
+    if args.json:
+        _check_output_file(args.json, "--json")  # before the minutes of timing, not after
     results = benchmark.run(args.size, args.reps, args.peer)
     print(benchmark.table(results))
     if args.json:
@@ -426,6 +472,7 @@ def _config_reference(args: argparse.Namespace) -> int:
 
     text = config_reference()
     if args.out:
+        _check_output_file(args.out, "--out")
         with open(args.out, "w") as file:
             file.write(text)
         print(f"wrote {args.out}")

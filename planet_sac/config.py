@@ -52,6 +52,7 @@ class EnvConfig:
         _positive("env.time_limit", self.time_limit)
         _positive("env.image_size", self.image_size)
         _positive("env.shadow_size", self.shadow_size)
+        _non_negative("env.seed", self.seed)
         if self.shadow_size is not None and not self.task.startswith("dmc:"):
             raise ConfigError(f"env.shadow_size={self.shadow_size}: applies to dm_control tasks only (env.task={self.task!r})")
 
@@ -111,6 +112,11 @@ class ModelConfig:
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
             _non_negative(f"model.{name}", getattr(self, name))
         _non_negative("model.overshooting_distance", self.overshooting_distance)
+        _record("model.overshooting_distance", "> 0 only with model.overshooting_scale > 0")
+        if self.overshooting_distance and not self.overshooting_scale:
+            raise ConfigError(f"model.overshooting_distance={self.overshooting_distance} computes a latent overshooting "
+                              "KL that model.overshooting_scale=0 leaves out of the loss; set model.overshooting_scale "
+                              "above 0 or model.overshooting_distance=0")
         _in_range("model.image_bits", self.image_bits, low=1, high=8)
 
 
@@ -207,6 +213,11 @@ class SACConfig:
         _positive("sac.n_step", self.n_step)
         _non_negative("sac.burn_in", self.burn_in)
         _non_negative("sac.imagination_horizon", self.imagination_horizon)
+        _record("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1")
+        if self.imagination_horizon and self.real_ratio == 1.0:
+            raise ConfigError(f"sac.imagination_horizon={self.imagination_horizon} imagines rollouts that "
+                              "sac.real_ratio=1.0 never uses (every SAC batch comes from real chunks); set "
+                              "sac.real_ratio below 1 (e.g. 0.5) or sac.imagination_horizon=0")
         _non_negative("sac.catchup_rounds", self.catchup_rounds)
         _record("sac.catchup_rounds", "needs sac.updates_per_step > 0")
         if self.catchup_rounds and not self.updates_per_step:
@@ -283,6 +294,11 @@ class Config:
             _record(key, "sac.burn_in + sac.n_step < data.chunk_length - 1")
         _record("model.overshooting_distance", "<= data.chunk_length - 2")
         _record("sac.catchup_rounds", "not with optim.strategy=multi_worker")
+        _non_negative("seed", self.seed)
+        _record("optim.accumulate", "divides data.batch_size")
+        if self.data.batch_size % self.optim.accumulate:
+            raise ConfigError(f"optim.accumulate={self.optim.accumulate} splits each batch into equal micro-batches, "
+                              f"so it must divide data.batch_size={self.data.batch_size}")
         if self.sac.catchup_rounds and self.optim.strategy == "multi_worker":
             raise ConfigError("sac.catchup_rounds runs on one worker's batches, which would give each worker a "
                               "different SAC head; set it to 0 under optim.strategy=multi_worker")

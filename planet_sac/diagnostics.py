@@ -32,7 +32,8 @@ def discounted_returns(reward: np.ndarray, discount: np.ndarray, gamma: float) -
 
 
 def episode_posteriors(world_model: WorldModel, episode: dict) -> dict[str, tf.Tensor]:
-    """The posterior states [T + 1, ...] of a recorded episode, filtered without sampling noise (as the test phase acts)."""
+    """The posterior states [T + 1, ...] of a recorded episode, filtered through the posterior means (no sampling noise:
+    a repeatable diagnostic; the policies themselves sample the posterior in both phases)."""
     obs = tf.constant(episode[world_model.obs_key][None])
     action = tf.constant(episode["action"][None], tf.float32)
     noise = world_model.observation_noise(tf.random.Generator.from_seed(0), obs)

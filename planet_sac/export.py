@@ -163,7 +163,7 @@ def _saved_policy(agent: Agent, config: Config, policy: str, step: int, action_l
         agent, config, policy, step, low.numpy(), high.numpy(), __version__).items()}
     module.get_train_step = tf.function(lambda: module.train_step, input_signature=[])
     module.get_metadata = tf.function(lambda: module.metadata, input_signature=[])
-    # Only the variables the functions read are kept (no decoder, critics or optimizer slots), as
+    # Only the variables the functions read are kept (no decoder, target critics or optimizer slots), as
     # PolicySaver keeps `policy.variables()`; tracing here also checks the functions before anything is written.
     used = module.action.get_concrete_function().variables
     module.get_initial_state.get_concrete_function()

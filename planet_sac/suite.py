@@ -439,6 +439,14 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
         for seed in seeds:
             spec = RunSpec(task, seed, repeats[task], out)
             check_same_config(spec, load_config(config_path, [*overrides, *spec.overrides()]), env_steps)
+    if os.path.exists(out) and not os.path.isdir(out):  # checked last: bad arguments write nothing
+        raise ConfigError(f"--out {out} is a file, not a directory; choose another path")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"--out {out} cannot be created ({error.strerror}); choose another path") from None
+    if not os.access(out, os.W_OK):
+        raise ConfigError(f"--out {out} is not writable; choose another path")
     summaries = []
     for seed in seeds:
         for task in tasks:

@@ -199,6 +199,29 @@ def test_offline_training_from_shipped_data_and_imagination_on_a_task_that_termi
     assert not tf.io.gfile.exists(f"{logdir}/train_episodes")
 
 
+def test_offline_training_closes_the_environment_it_read_the_shapes_from(tmp_path, monkeypatch, smoke_config):
+    """Offline, the task's environment only gives the observation and action shapes (no collection, no test
+    phases): it is closed at once instead of holding a simulator (for dm_control, MuJoCo) for the whole run."""
+    import planet_sac.training.trainer as trainer_module
+
+    made, closed = [], []
+
+    def spying_make_env(*args, **kwargs):
+        env = real_make_env(*args, **kwargs)
+        close = env.close
+        env.close = lambda: (closed.append(env), close())
+        made.append(env)
+        return env
+
+    real_make_env = trainer_module.make_env
+    monkeypatch.setattr(trainer_module, "make_env", spying_make_env)
+    trainer = Trainer(smoke_config, str(tmp_path / "run"), offline_data=str(DATA / "pendulum_state"), progress=False)
+    try:
+        assert len(made) == 1 and closed == made and trainer.test_env is None
+    finally:
+        trainer.close()
+
+
 def test_imagination_termination_warning_needs_both_imagination_and_a_termination(smoke_config):
     from planet_sac.config import apply_overrides
     from planet_sac.training.trainer import imagination_termination_warning

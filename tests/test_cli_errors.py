@@ -68,6 +68,78 @@ def test_set_with_a_wrong_value_is_one_line_too(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["collect", "--seed", "-1"], "argument --seed: -1 must be >= 0"),
+    (["evaluate", "--logdir", "x", "--seed", "-2"], "argument --seed: -2 must be >= 0"),
+    (["collect", "--action-repeat", "0"], "argument --action-repeat: 0 must be >= 1"),
+    (["collect", "--time-limit", "two"], "argument --time-limit: 'two' is not a whole number"),
+])
+def test_out_of_range_numbers_on_the_command_line_are_usage_errors(argv, message, tmp_path, capsys):
+    """Refused by the parser (exit status 2, usage and one error line), not by gymnasium with a traceback."""
+    if argv[0] == "collect":
+        argv = [*argv, "--task", "gym:Pendulum-v1", "--episodes", "1", "--outdir", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+def test_random_collection_refuses_set_keys_it_would_ignore(tmp_path, capsys):
+    """Random collection's task, observations, action repeat and episode length are flags; a `--set` of them
+    used to be ignored without a word (a 200-step state episode for env.time_limit=10, env.obs=image)."""
+    out = str(tmp_path / "out")
+    assert main(["collect", "--task", "gym:Pendulum-v1", "--obs", "state", "--episodes", "1", "--outdir", out,
+                 "--set", "env.time_limit=10", "--quiet"]) == 2
+    line = one_line_error(capsys, "collect")
+    assert "--set env.time_limit=10: random collection takes only env.image_size, env.num_envs, env.shadow_size" in line
+    assert "--time-limit" in line and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["config-reference", "--out", "{missing}/config.md"], "--out"),
+    (["bench", "--size", "tiny", "--reps", "1", "--json", "{missing}/bench.json"], "--json"),
+])
+def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(argv, flag, tmp_path, capsys, monkeypatch):
+    import planet_sac.benchmark
+
+    monkeypatch.setattr(planet_sac.benchmark, "run", lambda *args: pytest.fail("timed before checking --json"))
+    missing = str(tmp_path / "missing")
+    assert main([item.format(missing=missing) for item in argv]) == 2
+    line = one_line_error(capsys, argv[0])
+    assert f"{flag} {missing}/" in line and f"the folder {missing} does not exist" in line
+
+
+def test_suite_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    path = tmp_path / "file"
+    path.write_text("x")
+    assert main(["suite", "--config", SMOKE, "--tasks", "gym:Pendulum-v1", "--action-repeat", "gym:Pendulum-v1=2",
+                 "--seeds", "0", "--env-steps", "200", "--out", str(path), "--quiet"]) == 2
+    assert f"--out {path} is a file, not a directory" in one_line_error(capsys, "suite")
+    assert path.read_text() == "x"
+
+
+@pytest.mark.parametrize("chunk, time_limit", [(52, 50), (12, 10)])
+def test_chunks_longer_than_the_collected_episodes_are_refused_before_the_run_is_written(chunk, time_limit, tmp_path,
+                                                                                       capsys):
+    """The loader would wait for episodes long enough and fail at the first update, after config.yaml and the
+    first checkpoint were written, and the run would then refuse the shorter chunk as a change of config."""
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--set", f"data.chunk_length={chunk}",
+                 "--set", f"env.time_limit={time_limit}", "--quiet"]) == 2
+    line = one_line_error(capsys, "train")
+    assert f"data.chunk_length={chunk} is longer than the episodes the run collects" in line
+    assert f"(env.time_limit={time_limit}: {time_limit + 1} steps with the first observation)" in line
+    assert not os.path.exists(logdir)
+
+
+def test_chunks_as_long_as_the_collected_episodes_train(tmp_path, capsys):
+    """env.time_limit=10 gives 11-step episodes (the first observation and 10 steps): chunks of 11 fit them."""
+    assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--set", "data.chunk_length=11",
+                 "--set", "env.time_limit=10", "--set", "schedule.test_episodes=0", "--train-steps", "1",
+                 "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("done: step 1")
+
+
 def test_missing_dm_control_says_which_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dm_control", None)  # as if not installed; never imported next to TensorFlow
     with pytest.raises(MissingPackageError, match=r"pip install -e '\.\[dmc\]'") as info:

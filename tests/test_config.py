@@ -91,10 +91,35 @@ def test_unknown_section_is_rejected(tmp_path):
     ("cem.select=best", "choose one of mean, elite"),
     ("cem.temperature=0", "cem.temperature=0.0: must be > 0"),
     ("cem.actor_std=-0.1", "cem.actor_std=-0.1: must be >= 0"),
+    ("seed=-1", "seed=-1: must be >= 0"),  # numpy and gymnasium refuse negative seeds with a traceback
+    ("env.seed=-3", "env.seed=-3: must be >= 0"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         apply_overrides(load_config(), [override])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["optim.accumulate=3"], "optim.accumulate=3 splits each batch into equal micro-batches, so it must divide "
+                             "data.batch_size=50"),
+    (["sac.imagination_horizon=15"], "sac.imagination_horizon=15 imagines rollouts that sac.real_ratio=1.0 never uses"),
+    (["model.overshooting_distance=4"], "model.overshooting_distance=4 computes a latent overshooting KL that "
+                                        "model.overshooting_scale=0 leaves out of the loss"),
+])
+def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(overrides, message):
+    """Caught when the config is read, before a run directory is written (a run that failed at its first update
+    would refuse the corrected config as a change), or where a key would silently have no effect."""
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(load_config(), overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["optim.accumulate=5"], ["optim.accumulate=50"],  # divisors of PlaNet's batch of 50
+    ["sac.imagination_horizon=15", "sac.real_ratio=0.5"],
+    ["model.overshooting_distance=4", "model.overshooting_scale=0.1"],
+])
+def test_the_same_keys_in_working_combinations_are_accepted(overrides):
+    apply_overrides(load_config(), overrides)
 
 
 def test_actor_mean_needs_actor_trajectories():

@@ -130,8 +130,8 @@ def test_prior_step_uses_the_configured_activation(activation):
 def test_overshooting_longer_than_the_chunk_is_a_config_error():
     from planet_sac.config import ConfigError
 
-    with pytest.raises(ConfigError, match="overshooting_distance"):
-        apply_overrides(Config(), ["data.chunk_length=5", "model.overshooting_distance=4"])
+    with pytest.raises(ConfigError, match=r"model.overshooting_distance=4 needs chunks of at least 6 steps"):
+        apply_overrides(Config(), ["data.chunk_length=5", "model.overshooting_distance=4", "model.overshooting_scale=1.0"])
 
 
 # ----------------------------------------------------------------------------- learning-rate warm-up

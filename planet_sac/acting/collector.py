@@ -38,7 +38,7 @@ log = logging.getLogger("planet_sac")
 def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", action_repeat: int = 1,
                    time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = (),
                    progress: bool = True) -> list[dict]:
-    """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs)."""
+    """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs, env.shadow_size)."""
     env = apply_overrides(Config(), list(overrides)).env
     envs = make_envs(task, obs, action_repeat, time_limit, seed, env.image_size, env.num_envs, env.shadow_size)
     actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, outdir)

@@ -132,6 +132,11 @@ class Trainer:
         self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None
         self.collects = not self.offline and config.schedule.collect
+        limit = config.env.time_limit
+        if self.collects and limit is not None and config.data.chunk_length > limit + 1:
+            raise ConfigError(f"data.chunk_length={config.data.chunk_length} is longer than the episodes the run collects "
+                              f"(env.time_limit={limit}: {limit + 1} steps with the first observation); lower "
+                              "data.chunk_length or raise env.time_limit")
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
@@ -177,7 +182,11 @@ class Trainer:
             raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
         env = self._train_envs() if self.collects else self._test_env()
         obs_space = cast(spaces.Box, env.observation_space[self.config.env.obs])  # make_env's: a Dict of Boxes
-        return tuple(obs_space.shape), int(env.action_space.shape[0])
+        shapes = tuple(obs_space.shape), int(env.action_space.shape[0])
+        if self.offline:  # no collection and no test phases: the environment was only needed for its spaces
+            env.close()
+            self.test_env = None
+        return shapes
 
     def _train_envs(self) -> EnvBatch:
         if self.envs is None:
@@ -606,7 +615,8 @@ def train(config: Config | str, logdir: str, offline_data: str | None = None, re
     """Trains (or resumes) a run in `logdir` and returns the last logged metrics.
 
     `config` is a Config or a path to a YAML config. With `offline_data`, the world
-    model trains from that episode directory only, without an environment.
+    model trains from that episode directory only: nothing is collected and there are no test phases (the
+    task's environment is built once for its observation and action shapes, and closed).
     """
     if isinstance(config, str):
         config = load_config(config)

@@ -343,6 +343,11 @@ def _collect_with_run(args: argparse.Namespace) -> int:
             if value is not None and value != current:
                 raise ConfigError(f"{key} {value} differs from the checkpoint's {current}; the agent only acts in its own task")
     else:
+        given = [flag for flag, value in (("--task", args.task), ("--obs", args.obs), ("--action-repeat", args.action_repeat))
+                 if value is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: {args.checkpoint} has no config yet to check them against; drop them "
+                              "(a collector acts in its run's own task and settings)")
         wait = float("inf")  # a collector started before its learner waits for the run's first checkpoint
     if args.time_limit is not None:
         settings.append(f"env.time_limit={args.time_limit}")

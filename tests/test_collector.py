@@ -163,6 +163,20 @@ def test_collect_command_rejects_bad_numbers_before_writing(run, tmp_path, capsy
     assert not outdir.exists()
 
 
+def test_a_collector_waiting_for_its_run_refuses_flags_it_cannot_check(tmp_path, capsys, monkeypatch):
+    """Before the run has a config, --task/--obs/--action-repeat cannot be compared with it; they used to be
+    accepted and never applied."""
+    import planet_sac.acting.collector
+
+    monkeypatch.setattr(planet_sac.acting.collector, "Collector", lambda *args, **kwargs: pytest.fail("collector started"))
+    outdir = tmp_path / "out"
+    assert main(["collect", "--policy", "sac", "--checkpoint", str(tmp_path / "future_run"), "--outdir", str(outdir),
+                 "--episodes", "1", "--reload-every", "1", "--task", "gym:Pendulum-v1", "--action-repeat", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--task, --action-repeat:" in err[0] and "has no config yet" in err[0]
+    assert not outdir.exists()
+
+
 def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):
     config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=6", "schedule.collect_every=2",
                                             "schedule.checkpoint_every=1000", "schedule.test_episodes=0"])

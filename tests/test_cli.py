@@ -84,7 +84,19 @@ def test_resume_continues_and_loses_or_duplicates_nothing(trained):
 def test_resume_with_conflicting_setting_is_refused(trained, capsys):
     logdir, _ = trained
     assert main(["train", "--logdir", logdir, "--set", "model.deter_size=32", "--quiet"]) == 2
-    assert "changed: model.deter_size" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "changed: model.deter_size" in err and "pass --force" in err and "no update yet" not in err
+
+
+def test_a_changed_config_of_a_run_that_never_updated_says_to_start_again(tmp_path, capsys):
+    """A start that stopped before its first update (ckpt-0 only) is not an experiment worth keeping: the
+    refusal says so, instead of offering --force, which could not restore ckpt-0 into other shapes."""
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "0", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--logdir", logdir, "--set", "model.deter_size=32", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "changed: model.deter_size" in err and f"it has made no update yet: delete {logdir}" in err
 
 
 def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path, capsys):

@@ -191,11 +191,24 @@ def check_config_change(logdir: str, config: Config, force: bool, saved: Config 
         saved = read_config_file(saved_path)
     changed = diff(saved, config)
     if changed and not force:
+        untrained = _has_not_trained(logdir)
         raise ConfigError(
             f"{logdir} was started with another config (changed: {', '.join(changed[:5])}); "
-            "drop the conflicting --set/--config, use a new --logdir, or pass --force (force=True)"
+            + (f"it has made no update yet: delete {logdir} and start again with the new config"
+               if untrained else "drop the conflicting --set/--config, use a new --logdir, or pass --force (force=True)")
         )
     return changed
+
+
+def _has_not_trained(logdir: str) -> bool:
+    """True when the run's newest checkpoint is its first (step 0): a start that failed before any update."""
+    from planet_sac.checkpoints import checkpoint_step, newest_checkpoint
+
+    try:
+        prefix = newest_checkpoint(f"{logdir}/checkpoints")
+        return prefix is not None and checkpoint_step(prefix) == 0
+    except (tf.errors.OpError, ValueError, KeyError):
+        return False  # an unreadable checkpoint: say nothing more than the usual advice
 
 
 def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:

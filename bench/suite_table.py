@@ -9,7 +9,9 @@ episodes), `rendering` (estimated inside acting and test phases: seconds per fra
 phases), `eval` (the final evaluation of all policies) and
 `total` (training + evaluation: the call's wall-clock, or for a run that was stopped and resumed, marked `*`,
 the sum of its parts, since the last call saw only part of the run). Then, per folder and task, the mean ± std
-of the headline return over seeds (population std, numpy's default).
+of the headline return over seeds (population std, numpy's default), and per folder the mean over its tasks:
+each seed that finished every task gives one task mean, and the row is their mean ± std over those seeds (the
+README's "mean of six").
 """
 
 from __future__ import annotations
@@ -77,7 +79,30 @@ def summary_table(rows: list[dict]) -> str:
     for (folder, task), values in sorted(groups.items()):
         spread = statistics.pstdev(values) if len(values) > 1 else 0.0
         lines.append(f"| {folder} | {task} | {len(values)} | {statistics.mean(values):.1f} ± {spread:.1f} |")
+    for folder, seed_means in sorted(task_means_by_seed(rows).items()):
+        if len({task for f, task in groups if f == folder}) < 2:
+            continue
+        values = list(seed_means.values())
+        spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+        shown = ", ".join(f"seed {seed} {mean:.1f}" for seed, mean in sorted(seed_means.items()))
+        lines.append(f"| {folder} | mean of tasks ({shown or 'no seed has finished every task'}) | {len(values)} | "
+                     + (f"{statistics.mean(values):.1f} ± {spread:.1f} |" if values else "|"))
     return "\n".join(lines)
+
+
+def task_means_by_seed(rows: list[dict]) -> dict[str, dict[int, float]]:
+    """{folder: {seed: the headline return averaged over the folder's tasks}}, for seeds that finished every task."""
+    tasks: dict[str, set[str]] = {}
+    returns: dict[tuple[str, int], dict[str, float]] = {}
+    for row in rows:
+        if row.get("headline"):
+            tasks.setdefault(row["folder"], set()).add(row["score_task"])
+            returns.setdefault((row["folder"], row["seed"]), {})[row["score_task"]] = row["headline"]["mean"]
+    means: dict[str, dict[int, float]] = {folder: {} for folder in tasks}
+    for (folder, seed), by_task in returns.items():
+        if set(by_task) == tasks[folder]:
+            means[folder][seed] = statistics.mean(by_task.values())
+    return means
 
 
 def main() -> None:

@@ -230,3 +230,20 @@ def test_suite_table_totals_and_the_mean_over_seeds(tmp_path, capsys):
     assert lines[2].endswith("| 22.0 |")  # (1200 + 120) / 60
     assert lines[3].endswith("| 33.0* |")  # (1200 + 600 + 120 + 60) / 60
     assert suite_table.summary_table(rows).split("\n")[-1] == "| out | dmc_a_b | 2 | 200.0 ± 100.0 |"
+
+
+def test_suite_table_mean_of_tasks_counts_only_seeds_that_finished_every_task(tmp_path):
+    """Seeds 0 and 1 finished both tasks (task means 150 and 250), seed 2 only one: the row is 200 ± 50 over 2."""
+    suite_table = _load_bench_module("suite_table")
+    finished = {(0, "dmc_a_b"): 100.0, (0, "dmc_c_d"): 200.0, (1, "dmc_a_b"): 300.0, (1, "dmc_c_d"): 200.0,
+                (2, "dmc_a_b"): 1000.0}
+    for (seed, task), mean in finished.items():
+        folder = tmp_path / "out" / "results" / task / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({
+            "score_task": task, "seed": seed, "headline_policy": "sac", "headline": {"mean": mean, "std": 0.0, "episodes": 10},
+            "evaluation": {"sac": {"mean": mean, "std": 0.0, "episodes": 10}}, "seconds": {}}))
+    rows = suite_table.load_results([str(tmp_path / "out")])
+    assert suite_table.task_means_by_seed(rows) == {"out": {0: 150.0, 1: 250.0}}
+    assert suite_table.summary_table(rows).split("\n")[-1] == \
+        "| out | mean of tasks (seed 0 150.0, seed 1 250.0) | 2 | 200.0 ± 50.0 |"

@@ -14,6 +14,7 @@ import logging
 import sys
 from typing import Sequence
 
+from planet_sac import __version__
 from planet_sac.config import POLICIES, ConfigError
 from planet_sac.errors import SetupError
 
@@ -28,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     loudness.add_argument("--quiet", action="store_true", help="only warnings and the final result (no progress bars)")
 
     parser = argparse.ArgumentParser(prog="planet-sac", description="PlaNet world models with CEM planning and a SAC head.")
+    parser.add_argument("--version", action="version", version=f"planet-sac {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", parents=[output], help="train a world model and agent, or resume a run in --logdir")

@@ -244,6 +244,16 @@ def test_imagination_termination_warning_needs_both_imagination_and_a_terminatio
     assert "sac.real_ratio: 1.0" in imagination_termination_warning(imagining, {"terminated_episodes": 2})
 
 
+def test_version_is_the_installed_package_version(capsys):
+    """`planet-sac --version` prints the version the installed metadata holds (pyproject reads it from
+    planet_sac.__version__, so the two cannot drift)."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"planet-sac {version('planet-sac')}"
+
+
 def test_logdir_that_is_a_file_fails_fast(tmp_path, capsys):
     path = tmp_path / "file"
     path.write_text("x")

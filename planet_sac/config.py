@@ -203,6 +203,7 @@ class SACConfig:
     real_ratio: float = 1.0  # share of each SAC batch from real chunks; the rest is imagined
     catchup_rounds: int = 0  # 0 = off; else SAC-only rounds on the frozen model before each test phase and SAC-collected episode
     action_bounds: Literal["tanh", "invert_gradients"] = "tanh"  # squash actions, or invert gradients at the bounds
+    exploration_noise: float = 0.0  # train phase: N(0, this) added to the actor's sample, clipped (Dreamer's expl_amount 0.3); 0 = off
 
     def validate(self) -> None:
         for name in ("units", "layers", "batch_size"):
@@ -232,6 +233,7 @@ class SACConfig:
             )
         _in_range("sac.discount", self.discount, low=0.0, high=1.0)
         _in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
+        _non_negative("sac.exploration_noise", self.exploration_noise)
 
 
 @dataclasses.dataclass

@@ -9,7 +9,8 @@ the policy's own randomness:
 - `cem` and `sac_guided_cem`: the train phase adds N(0, `cem.exploration_noise`) to the planned
   action and clips it to [-1, 1] (PlaNet's `exploration noise`), the test phase acts with the plan;
 - `sac`: the train phase samples the actor, tanh(mu + sigma * N(0, 1)), the test phase takes its
-  mode tanh(mu); SAC explores through its own distribution, so no planner noise is added;
+  mode tanh(mu); SAC explores through its own distribution, so no planner noise is added, unless
+  `sac.exploration_noise` adds N(0, it) to the sample and clips (Dreamer's expl_amount);
 - `random`: U(-1, 1) in both phases.
 
 The planner itself is replaced by a fixed plan (its search has its own tests in test_control.py),
@@ -36,10 +37,10 @@ BATCH = 4000  # environments acting on the same observation: their spread is the
 PLAN = np.array([0.25, -0.5], np.float32)  # the fixed plan's first action
 
 
-def tiny_agent() -> tuple[WorldModel, SAC]:
+def tiny_agent(sac_noise: float = 0.0) -> tuple[WorldModel, SAC]:
     """A tiny state model and SAC head with random weights; the actor's std is about 0.3, its mean depends on the features."""
     model = WorldModel(TINY, "state", (3,), 2)
-    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 2)
+    sac = SAC(SACConfig(units=8, exploration_noise=sac_noise), model.rssm.feature_size, 2)
     rng = np.random.default_rng(7)
     for variable in model.variables:
         variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
@@ -58,16 +59,17 @@ def fixed_plan(world_model, state, config, rng, sac=None, guide_fraction=0.0, in
 
 @pytest.fixture(scope="module")
 def policies():
-    """policies(noise): one Policy per `cem.exploration_noise` (read when the function is traced, once), with the
-    planner replaced by `fixed_plan`; tests switch its policies with `set_policies`, which never retraces."""
-    built: dict[float, Policy] = {}
+    """policies(noise, sac_noise): one Policy per `cem.exploration_noise` and `sac.exploration_noise` (read when the
+    function is traced, once), with the planner replaced by `fixed_plan`; tests switch its policies with
+    `set_policies`, which never retraces."""
+    built: dict[tuple[float, float], Policy] = {}
 
-    def get(exploration_noise: float) -> Policy:
-        if exploration_noise not in built:
-            model, sac = tiny_agent()
+    def get(exploration_noise: float, sac_noise: float = 0.0) -> Policy:
+        if (exploration_noise, sac_noise) not in built:
+            model, sac = tiny_agent(sac_noise)
             config = CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2, exploration_noise=exploration_noise)
-            built[exploration_noise] = Policy(model, sac, config, seed=3)
-        return built[exploration_noise]
+            built[exploration_noise, sac_noise] = Policy(model, sac, config, seed=3)
+        return built[exploration_noise, sac_noise]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cem, "search", fixed_plan)
@@ -77,9 +79,9 @@ def policies():
 
 @pytest.fixture
 def act(policies):
-    def act(policy_name: str, phase: str, exploration_noise: float = 0.3):
+    def act(policy_name: str, phase: str, exploration_noise: float = 0.3, sac_noise: float = 0.0):
         """Actions [BATCH, 2] and latent state of one step of `policy_name` in `phase`, all envs seeing one observation."""
-        policy = policies(exploration_noise)
+        policy = policies(exploration_noise, sac_noise)
         policy.set_policies(train=policy_name, test=policy_name)
         obs = np.tile(np.array([[0.3, -0.7, 1.1]], np.float32), [BATCH, 1])
         action, (latent, _, _) = policy.act(obs, policy.initial_state(BATCH), phase)
@@ -136,6 +138,25 @@ def test_sac_samples_its_actor_in_the_train_phase_and_takes_the_mode_in_the_test
     np.testing.assert_allclose(eps.mean(0), 0.0, atol=4 / np.sqrt(BATCH))
     np.testing.assert_allclose(eps.std(0), 1.0, atol=0.04)  # 0.3 exploration noise on top would make it about 1.4
     assert abs(np.corrcoef(eps.T)[0, 1]) < 0.1
+
+
+def test_sac_exploration_noise_is_added_to_the_sample_and_clipped_in_the_train_phase_only(act):
+    """sac.exploration_noise=0.5: clip(tanh(mu + sigma * eps) + 0.5 * eps2, -1, 1) when training (Dreamer's
+    additive exploration on its actor's sample), still tanh(mu) when testing."""
+    action, latent, sac = act("sac", TEST, 0.3, sac_noise=0.5)
+    mean, _ = ref.actor(sac, ref.features(latent))
+    np.testing.assert_allclose(action, np.tanh(mean), rtol=1e-4, atol=1e-5)
+    action, latent, sac = act("sac", TRAIN, 0.3, sac_noise=0.5)
+    mean, log_std = ref.actor(sac, ref.features(latent))
+    rng = np.random.default_rng(0)  # 50 numpy draws per environment of what each should act
+    shape = (50, *mean.shape)
+    reference = np.clip(np.tanh(mean + np.exp(log_std) * rng.standard_normal(shape)) + 0.5 * rng.standard_normal(shape),
+                        -1.0, 1.0)
+    np.testing.assert_allclose(action.mean(0), reference.mean((0, 1)), atol=4 * 0.6 / np.sqrt(BATCH))
+    np.testing.assert_allclose(action.std(0), reference.std((0, 1)), rtol=0.05)  # without the noise: about 0.3
+    for bound in (-1.0, 1.0):  # clipped, and as often as the reference
+        np.testing.assert_allclose(np.mean(action == bound, 0), np.mean(reference == bound, (0, 1)), atol=0.015)
+    assert action.min() >= -1.0 and action.max() <= 1.0
 
 
 @pytest.mark.parametrize("phase", [TRAIN, TEST])

@@ -97,7 +97,11 @@ class Policy(tf.Module):
             return explore(action), mean
 
         def actor() -> tuple[tf.Tensor, tf.Tensor]:
-            return self.sac.act(features, self.rng.normal([batch, action_size]), tf.logical_not(training)), previous_plan
+            action = self.sac.act(features, self.rng.normal([batch, action_size]), tf.logical_not(training))
+            if self.sac.config.exploration_noise:  # read at trace time: when off, no extra draw from the stream
+                scale = self.sac.config.exploration_noise * explore_scale
+                action = tf.clip_by_value(action + scale * self.rng.normal(tf.shape(action)), -1.0, 1.0)
+            return action, previous_plan
 
         def guided() -> tuple[tf.Tensor, tf.Tensor]:
             action, mean = cem.search(self.world_model, latent, self.cem_config, self.rng, self.sac,

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from planet_sac import __version__
 from planet_sac.config import POLICIES, ConfigError
+from planet_sac.errors import check_output_file
 from planet_sac.errors import SetupError
 
 RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
@@ -273,19 +274,6 @@ def _positive_int(text: str) -> int:
     return _integer(text, 1)
 
 
-def _check_output_file(path: str, flag: str) -> None:
-    """Fails before any work if `path` cannot be written: its folder is missing, or it is a folder."""
-    import os
-
-    folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
-        raise ConfigError(f"{flag} {path}: the folder {folder} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError(f"{flag} {path} is a folder; give a file name")
-    if not os.access(folder, os.W_OK):
-        raise ConfigError(f"{flag} {path}: the folder {folder} is not writable")
-
-
 def _episodes(text: str) -> int | None:
     """--episodes: a positive count, or `forever` (None)."""
     if text == "forever":
@@ -409,7 +397,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise ConfigError(f"--reps={args.reps}: must be >= 1")
     if args.json:
-        _check_output_file(args.json, "--json")  # before the minutes of timing, not after
+        check_output_file(args.json, "--json")  # before the minutes of timing, not after
     results = benchmark.run(args.size, args.reps, args.peer)
     print(benchmark.table(results))
     if args.json:
@@ -479,7 +467,7 @@ def _config_reference(args: argparse.Namespace) -> int:
 
     text = config_reference()
     if args.out:
-        _check_output_file(args.out, "--out")
+        check_output_file(args.out, "--out")
         with open(args.out, "w") as file:
             file.write(text)
         print(f"wrote {args.out}")

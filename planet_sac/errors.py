@@ -12,3 +12,24 @@ class SetupError(RuntimeError):
 
 class MissingPackageError(SetupError, ImportError):
     """An optional package is not installed; the message names the pip command."""
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Fails before any work if the file `path` (given as `flag`) cannot be written.
+
+    Its folder must exist and be writable, and `path` itself must not be a folder. Remote paths
+    (`gs://...`) are left to the writer.
+    """
+    import os
+
+    from planet_sac.config import ConfigError
+
+    if "://" in path:
+        return
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{flag} {path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path} is a folder; give a file name")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{flag} {path}: the folder {folder} is not writable")

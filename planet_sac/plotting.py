@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from planet_sac.config import ConfigError
+from planet_sac.errors import check_output_file
 from planet_sac.metrics import read_metrics
 
 Curve = tuple[np.ndarray, np.ndarray]
@@ -111,9 +112,7 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    folder = os.path.dirname(out)
-    if folder and not os.path.isdir(folder):
-        raise ConfigError(f"--out {out}: the folder {folder} does not exist")
+    check_output_file(out, "--out")
     labels = run_labels(logdirs)
     runs = {label: read_curves(logdir) for label, logdir in zip(labels, logdirs)}
     if not any(runs.values()):
@@ -273,9 +272,7 @@ def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    folder = os.path.dirname(out)
-    if folder and not os.path.isdir(folder):
-        raise ConfigError(f"--out {out}: the folder {folder} does not exist")
+    check_output_file(out, "--out")
     if not bin_size > 0:
         raise ConfigError(f"--bin {bin_size:g}: must be > 0 env steps")
     ours = [record for path in score_files for record in _existing_scores(path)]

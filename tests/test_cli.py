@@ -117,6 +117,16 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
     assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
 
 
+def test_evaluate_refuses_a_video_it_could_not_write_before_any_episode(trained, tmp_path, capsys):
+    logdir, _ = trained
+    (tmp_path / "folder.gif").mkdir()
+    for video, message in [(tmp_path / "missing" / "e.gif", f"the folder {tmp_path / 'missing'} does not exist"),
+                           (tmp_path / "folder.gif", "folder.gif is a folder; give a file name")]:
+        assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--video", str(video)]) == 2
+        out, err = capsys.readouterr()
+        assert message in err and "return" not in out
+
+
 @pytest.mark.parametrize("policy", ["cem", "sac"])
 def test_collect_with_a_trained_policy(trained, tmp_path, policy):
     logdir, _ = trained

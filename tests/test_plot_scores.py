@@ -101,6 +101,11 @@ def test_cli_plots_score_files_and_refuses_mixtures(tmp_path, capsys):
     assert "--baselines go with score files" in capsys.readouterr().err
     assert main(["plot", str(tmp_path / "missing.json.gz"), "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["plot", ours, "--out", str(tmp_path / "nofolder" / "fig.png")]) == 2
+    assert f"the folder {tmp_path / 'nofolder'} does not exist" in capsys.readouterr().err
+    (tmp_path / "folder.png").mkdir()
+    assert main(["plot", ours, "--out", str(tmp_path / "folder.png")]) == 2
+    assert "is a folder; give a file name" in capsys.readouterr().err
 
 
 def test_bad_score_files_are_one_line_errors(tmp_path):

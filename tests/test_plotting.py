@@ -91,6 +91,9 @@ def test_plot_errors_are_one_line(tmp_path, capsys):
     assert main(["plot", run, "--out", str(tmp_path / "nofolder" / "x.png")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["plot", run, "--out", str(tmp_path / "x.pdf")]) == 2
+    (tmp_path / "folder.png").mkdir()
+    assert main(["plot", run, "--out", str(tmp_path / "folder.png")]) == 2
+    assert "folder.png is a folder; give a file name" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
     with pytest.raises(ConfigError):
         read_curves(str(empty))

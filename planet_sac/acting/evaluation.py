@@ -22,6 +22,7 @@ from planet_sac.acting.actor import TEST, Actor, RecordFrames
 from planet_sac.agent import load_agent
 from planet_sac.checkpoints import find_run_config, resolve
 from planet_sac.config import ConfigError
+from planet_sac.errors import check_output_file
 
 
 def check_run(logdir: str, video: str | None = None) -> None:
@@ -31,9 +32,7 @@ def check_run(logdir: str, video: str | None = None) -> None:
     if video:
         if not video.endswith((".mp4", ".gif")):
             raise ConfigError(f"--video {video}: the file name must end in .mp4 or .gif")
-        folder = posixpath.dirname(video) or "."
-        if not tf.io.gfile.isdir(folder):
-            raise ConfigError(f"--video {video}: the folder {folder} does not exist")
+        check_output_file(video, "--video")
 
 
 class _SeededResets(gymnasium.Wrapper):

@@ -16,8 +16,7 @@ from typing import Sequence
 
 from planet_sac import __version__
 from planet_sac.config import POLICIES, ConfigError
-from planet_sac.errors import check_output_file
-from planet_sac.errors import SetupError
+from planet_sac.errors import SetupError, check_output_file
 
 RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
 """The `--set` keys random collection uses; its task, observations, action repeat and episode length are flags."""

@@ -16,7 +16,6 @@ from typing import Any, Generator, Iterable, Sequence
 
 import gymnasium
 import numpy as np
-import tensorflow as tf
 
 from planet_sac.acting.actor import TEST, Actor, RecordFrames
 from planet_sac.agent import load_agent

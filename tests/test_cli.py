@@ -190,6 +190,30 @@ def test_filtered_restore_sets_exactly_the_selected_variables(trained, tmp_path)
     assert trainer.start_message.startswith(f"from {logdir}: restored {restored} variables")
 
 
+def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, tmp_path):
+    """`--include .*` takes the model, head and optimizer slots, never what belongs to the run: its random-number
+    streams (a new seed must draw its own noise) and its counters of steps and skipped updates."""
+    logdir, _ = trained
+    config = load_config(SMOKE, ["schedule.test_episodes=0"])
+    fresh = Trainer(config, str(tmp_path / "fresh"), progress=False)
+    initial = {name: variable.numpy() for name, variable in fresh.variables.items()}
+    fresh.close()
+    trainer = Trainer(config, str(tmp_path / "all"), progress=False, restore_from=logdir)
+    trainer.close()
+    source = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
+    run_state = ["learner/rng_state", "policy/rng_state", "learner/skipped_updates", "learner/consecutive_skips",
+                 "counters/step"]
+    for name in run_state:
+        np.testing.assert_array_equal(trainer.variables[name].numpy(), initial[name], err_msg=name)
+    for name in ["learner/rng_state", "policy/rng_state", "counters/step"]:  # the source's differ: the check can fail
+        assert not np.array_equal(source.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"), initial[name])
+    model = [name for name in trainer.variables if name.startswith(("world_model/", "sac/", "optimizer/"))]
+    for name in model:
+        np.testing.assert_array_equal(trainer.variables[name].numpy(),
+                                      source.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"), err_msg=name)
+    assert len(model) + len(run_state) + 4 == len(trainer.variables)  # + the other four counters/
+
+
 def test_offline_training_from_shipped_data_and_imagination_on_a_task_that_terminates_warns_once(tmp_path):
     """Offline training from the shipped episodes (one made to end in a termination): no environment episode is
     collected and no test phase runs. With imagined SAC transitions and no continuation head, the replayed

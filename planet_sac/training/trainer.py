@@ -110,6 +110,11 @@ class Counters(tf.Module):
             self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
 
 
+# What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
+# phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
+# seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
+RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$")
+
 class Trainer:
     """Runs PlaNet's phase schedule for one logdir. Use `train(...)` for the one-call version.
 
@@ -215,8 +220,7 @@ class Trainer:
             if dropped:
                 log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)
         elif restore_from:
-            # A new run keeps its own progress: counters (steps, test phases, ...) are never taken from another run.
-            report = restore_filtered(self.variables, restore_from, include or [".*"], [*exclude, r"counters/"])
+            report = restore_filtered(self.variables, restore_from, include or [".*"], [*exclude, *RUN_STATE])
             message = f"from {restore_from}: {report.summary()}"
         else:
             message = "started from scratch"

@@ -47,6 +47,11 @@ def write_npz(path, compressed: bool = True, **arrays) -> str:
     return str(path)
 
 
+def write_bytes(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
 def expect_bad(path, reason: str, **kwargs) -> BadEpisodeError:
     with pytest.raises(BadEpisodeError) as info:
         load_episode(str(path), **kwargs)
@@ -165,6 +170,19 @@ def test_corrupt_member_data(tmp_path, good_file):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("damage", ["encrypted flag", "unknown compression method"])
+def test_zip_features_zipfile_cannot_read_are_a_corrupt_archive(tmp_path, good_file, damage):
+    """zipfile raises RuntimeError / NotImplementedError for these (seen by flipping random bytes), not BadZipFile."""
+    data = bytearray(open(good_file, "rb").read())
+    central = data.find(b"PK\x01\x02")  # the first member's central-directory entry
+    if damage == "encrypted flag":
+        data[central + 8] |= 1
+    else:
+        data[central + 10:central + 12] = (99).to_bytes(2, "little")
+    error = expect_bad(write_bytes(tmp_path / "damaged.npz", bytes(data)), "corrupt archive")
+    assert "\n" not in str(error)
+
+
 def test_empty_file(tmp_path):
     path = tmp_path / "empty.npz"
     path.write_bytes(b"")
@@ -245,6 +263,17 @@ def test_non_finite(tmp_path, key, bad):
     episode[key][5] = bad
     error = expect_bad(write_npz(tmp_path / "bad.npz", **episode), "non-finite values")
     assert key in str(error)
+
+
+def test_float64_values_beyond_float32_range_are_refused_not_turned_into_inf(tmp_path):
+    episode = {key: value.astype(np.float64) if value.dtype == np.float32 else value
+               for key, value in make_episode().items()}
+    episode["reward"][5] = 1e300
+    error = expect_bad(write_npz(tmp_path / "big.npz", **episode), "non-finite values")
+    assert "'reward'" in str(error) and "float32" in str(error)
+    episode["reward"][5] = 3e38  # within float32's range: kept, as float32
+    loaded = load_episode(write_npz(tmp_path / "ok.npz", **episode))
+    assert loaded["reward"].dtype == np.float32 and loaded["reward"][5] == np.float32(3e38)
 
 
 def test_discount_out_of_range(tmp_path):

@@ -266,6 +266,46 @@ def test_half_written_file_is_read_again_once_complete(tmp_path, warnings_log):
     assert replay.stats["files_retried"] == 1 and replay.stats["files_loaded"] == 2
 
 
+def test_a_file_that_cannot_be_read_is_counted_warned_once_and_read_once_it_can(tmp_path, warnings_log, monkeypatch):
+    """An I/O error (here a PermissionError; root ignores chmod) is not bad content: retried at every scan,
+    warned once, counted in files_unreadable, and loaded as soon as it can be read."""
+    import planet_sac.episodes.loader as loader
+
+    put(tmp_path, 0)
+    locked = put(tmp_path, 1)
+    real_load = loader.load_episode
+
+    def load(path, **kwargs):
+        if path == locked:
+            raise PermissionError(13, "Permission denied", path)
+        return real_load(path, **kwargs)
+
+    monkeypatch.setattr(loader, "load_episode", load)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=10, every=5, seed=0)
+    iterator = iter(replay)
+    assert {tag_of(chunk) for chunk in take(iterator, 30)} == {0}
+    assert replay.stats["scans"] > 3 and replay.stats["files_unreadable"] == 1
+    assert replay.stats["files_skipped"] == 0 and replay.stats["files_loaded"] == 1
+    messages = [record.getMessage() for record in warnings_log]
+    assert len(messages) == 1 and locked in messages[0] and "PermissionError" in messages[0]
+
+    monkeypatch.setattr(loader, "load_episode", real_load)  # permissions fixed
+    assert {tag_of(chunk) for chunk in take(iterator, 40)} == {0, 1}
+    assert replay.stats["files_unreadable"] == 0 and replay.stats["files_loaded"] == 2 and len(warnings_log) == 1
+
+
+def test_only_unreadable_files_say_so_when_no_episode_comes(tmp_path, monkeypatch):
+    import planet_sac.episodes.loader as loader
+
+    put(tmp_path, 0)
+    monkeypatch.setattr(loader, "load_episode", lambda path, **kwargs: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    with pytest.raises(NoEpisodesError) as info:
+        next(iter(EpisodeReplay(str(tmp_path), chunk_length=10, wait_seconds=0.3, poll_seconds=0.1)))
+    message = str(info.value)
+    assert "(1 files skipped: 1 unreadable, e.g. PermissionError" in message and "permissions" in message
+    assert "Collect some" not in message
+
+
 def test_rejected_file_with_new_mtime_but_same_size_is_read_again(tmp_path):
     put(tmp_path, 0)
     path = put(tmp_path, 1)

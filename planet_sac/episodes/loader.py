@@ -31,7 +31,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -116,6 +116,7 @@ class EpisodeReplay:
         self._usable = False  # a usable episode was loaded (the first one decides the spec unless one was given)
         self._seen: set[str] = set()  # loaded, rejected, too short or ignored: not read again
         self._rejected: dict[str, tuple[int, int] | None] = {}  # bad file -> (size, mtime) when it was read
+        self._unreadable: dict[str, str] = {}  # file the last scan could not read (I/O error) -> the error
         self._recent: dict[str, Episode] = {}
         self._cache: collections.OrderedDict[str, Episode] = collections.OrderedDict()  # oldest first
         self._content: dict[str, int] = {}  # path -> checksum of its actions and rewards (_content_key)
@@ -125,6 +126,7 @@ class EpisodeReplay:
             "files_mismatched": 0,  # of files_skipped: valid episodes in another format than the spec (see mismatch_reasons)
             "mismatch_reasons": collections.Counter(),
             "files_retried": 0,  # rejected files read again because their size or mtime changed
+            "files_unreadable": 0,  # files the last scan could not read (permissions, a flaky disk): retried each scan
             "skipped_reasons": collections.Counter(),
             "too_short_skipped": 0,
             "too_short_longest": 0,  # steps of the longest episode skipped as too short
@@ -224,7 +226,9 @@ class EpisodeReplay:
                 ignored, new = new[: -self.max_episodes], new[-self.max_episodes :]
                 self._seen.update(ignored)
                 self.stats["files_ignored"] += len(ignored)
-            loaded = [(path, episode) for path in new if (episode := self._load(path)) is not None]
+            unreadable, self._unreadable = self._unreadable, {}
+            loaded = [(path, episode) for path in new if (episode := self._load(path, unreadable)) is not None]
+            self.stats["files_unreadable"] = len(self._unreadable)
             for path, episode in loaded:
                 self._content[path] = _content_key(episode)
             # The cache keeps arrival order (oldest dropped first); files of one second by content, not by uuid.
@@ -239,8 +243,12 @@ class EpisodeReplay:
                 self._seen.discard(path)
                 self.stats["files_retried"] += 1
 
-    def _load(self, path: str) -> Episode | None:
-        """One usable episode restricted to the wanted keys, or None (warned once per version of the file)."""
+    def _load(self, path: str, unreadable: Mapping[str, str]) -> Episode | None:
+        """One usable episode restricted to the wanted keys, or None (warned once per version of the file).
+
+        A file that cannot be read (an I/O error, not bad content) is not marked seen: the next scan tries it
+        again. It is warned about when it first fails, or fails differently, than at the previous scan.
+        """
         signature = _signature(path)  # before reading: a write during the read shows as a change later
         try:
             episode = load_episode(path, spec=self._spec)
@@ -255,7 +263,9 @@ class EpisodeReplay:
             logger.warning("Skipping episode file %s: %s (read again if it changes)", path, error)
             return None
         except (OSError, tf.errors.OpError) as error:
-            logger.debug("Could not read %s (will retry at the next scan): %s", path, error)
+            self._unreadable[path] = f"{type(error).__name__}: {error}"
+            if unreadable.get(path) != self._unreadable[path]:
+                logger.warning("Could not read episode file %s (retried at every scan): %s", path, self._unreadable[path])
             return None
         self._seen.add(path)
 
@@ -304,10 +314,14 @@ class EpisodeReplay:
             reasons.update({f"spec mismatch ({detail})": count for detail, count in self.stats["mismatch_reasons"].items()})
         if self.stats["too_short_skipped"]:
             reasons[f"shorter than chunk_length {self.chunk_length}"] = self.stats["too_short_skipped"]
+        if self._unreadable:
+            reasons[f"unreadable, e.g. {next(iter(self._unreadable.values()))[:120]}"] = len(self._unreadable)
         skipped = sum(reasons.values())
         detail = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common()) or "none found"
         where = ", ".join(self.directories)
-        if skipped and skipped == self.stats["too_short_skipped"]:  # more episodes of the same task would not help
+        if skipped and skipped == len(self._unreadable):
+            advice = "Check the files' permissions and the disk; they are read again at every scan"
+        elif skipped and skipped == self.stats["too_short_skipped"]:  # more episodes of the same task would not help
             advice = (f"All are shorter than chunk_length {self.chunk_length} (the longest has "
                       f"{self.stats['too_short_longest']} steps): lower data.chunk_length or collect longer episodes")
         elif self.stats["files_mismatched"] and self._given_spec and self._spec is not None:

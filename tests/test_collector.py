@@ -177,6 +177,19 @@ def test_a_collector_waiting_for_its_run_refuses_flags_it_cannot_check(tmp_path,
     assert not outdir.exists()
 
 
+def test_a_collector_waiting_for_its_run_checks_its_set_keys_before_writing(tmp_path, capsys, monkeypatch):
+    """A typo in --set used to surface only once the learner's first checkpoint appeared, on every collector."""
+    import planet_sac.acting.collector
+
+    monkeypatch.setattr(planet_sac.acting.collector, "Collector", lambda *args, **kwargs: pytest.fail("collector started"))
+    outdir = tmp_path / "out"
+    assert main(["collect", "--policy", "cem", "--checkpoint", str(tmp_path / "future_run"), "--outdir", str(outdir),
+                 "--episodes", "forever", "--reload-every", "60", "--set", "env.num_env=2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown config key 'env.num_env' (did you mean 'num_envs'?)" in err[0]
+    assert not outdir.exists()
+
+
 def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):
     config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=6", "schedule.collect_every=2",
                                             "schedule.checkpoint_every=1000", "schedule.test_episodes=0"])

@@ -105,8 +105,7 @@ class ModelConfig:
     def validate(self) -> None:
         for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
             _positive(f"model.{name}", getattr(self, name))
-        if self.decoder_depth is not None:
-            _positive("model.decoder_depth", self.decoder_depth)
+        _positive("model.decoder_depth", self.decoder_depth)
         _positive("model.min_stddev", self.min_stddev)
         _positive("model.obs_std", self.obs_std)
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
@@ -128,8 +127,8 @@ class OptimConfig:
     warmup_updates: int = 200  # linear learning-rate ramp from 0 (PlaNet: ramp 10000 samples / batch 50)
     adam_epsilon: float = 1e-4  # Adam epsilon
     grad_clip: float = 1000.0  # global gradient norm is clipped to this
-    accumulate: int = 1  # micro-batches whose gradients are summed in-graph per update (lowers memory, same batch)
-    jit_compile: bool = False  # compile the update with XLA (slower on CPU, see README)
+    accumulate: int = 1  # micro-batches whose gradients are averaged in-graph per update (lowers memory, same batch)
+    jit_compile: bool = False  # compile the update with XLA (slower on CPU, docs/performance.md)
     precision: Literal["auto", "float32", "mixed_bfloat16"] = "auto"  # auto: mixed_bfloat16 (bf16 conv nets) with amx_bf16, or avx512_bf16 on AMD
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
     strategy: Literal["default", "mirrored", "multi_worker"] = "default"  # data parallelism: none, over local GPUs, or over the TF_CONFIG cluster
@@ -174,8 +173,7 @@ class CEMConfig:
         _in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
         _non_negative("cem.value_weight", self.value_weight)
         _positive("cem.temperature", self.temperature)
-        if self.actor_std is not None:
-            _non_negative("cem.actor_std", self.actor_std)
+        _non_negative("cem.actor_std", self.actor_std)
         _record("cem.actor_mean", "needs cem.guide_fraction > 0")
         if self.actor_mean and self.guide_fraction == 0:
             raise ConfigError("cem.actor_mean=true starts the search at the actor's trajectories, which "
@@ -293,7 +291,7 @@ class Config:
             if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
                 section.validate()
         for key in ("sac.burn_in", "sac.n_step"):
-            _record(key, "sac.burn_in + sac.n_step < data.chunk_length - 1")
+            _record(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
         _record("model.overshooting_distance", "<= data.chunk_length - 2")
         _record("sac.catchup_rounds", "not with optim.strategy=multi_worker")
         _non_negative("seed", self.seed)
@@ -305,7 +303,7 @@ class Config:
             raise ConfigError("sac.catchup_rounds runs on one worker's batches, which would give each worker a "
                               "different SAC head; set it to 0 under optim.strategy=multi_worker")
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
-            raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be smaller than "
+            raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
         if self.model.overshooting_distance > self.data.chunk_length - 2:
             raise ConfigError(

@@ -105,6 +105,7 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
     (["sac.imagination_horizon=15"], "sac.imagination_horizon=15 imagines rollouts that sac.real_ratio=1.0 never uses"),
     (["model.overshooting_distance=4"], "model.overshooting_distance=4 computes a latent overshooting KL that "
                                         "model.overshooting_scale=0 leaves out of the loss"),
+    (["sac.burn_in=46", "sac.n_step=4"], r"sac.burn_in=46 \+ sac.n_step=4 must be at most data.chunk_length - 1 = 49"),
 ])
 def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(overrides, message):
     """Caught when the config is read, before a run directory is written (a run that failed at its first update
@@ -117,6 +118,7 @@ def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(ove
     ["optim.accumulate=5"], ["optim.accumulate=50"],  # divisors of PlaNet's batch of 50
     ["sac.imagination_horizon=15", "sac.real_ratio=0.5"],
     ["model.overshooting_distance=4", "model.overshooting_scale=0.1"],
+    ["sac.burn_in=46", "sac.n_step=3"],  # 49 = chunk_length - 1: one start per chunk
 ])
 def test_the_same_keys_in_working_combinations_are_accepted(overrides):
     apply_overrides(load_config(), overrides)

@@ -303,8 +303,11 @@ def quarantine(directory: str, prefixes: Sequence[str]) -> None:
 
 
 def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: Sequence[str] = (".*",),
-                     exclude: Sequence[str] = ()) -> RestoreReport:
+                     exclude: Sequence[str] = (), never: Sequence[str] = ()) -> RestoreReport:
     """Restores the variables whose names match an include pattern and no exclude pattern.
+
+    `never` are patterns of variables that are not restored whatever the user's patterns (a
+    run's own state); errors quote only `include` and `exclude`, as the user typed them.
 
     Fails before assigning anything if an include pattern matches no variable of the run, if
     include and exclude together select none, or if a selected variable is missing from the
@@ -313,7 +316,7 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
     include = list(include) or [".*"]
     try:
         include_re = [re.compile(p) for p in include]
-        exclude_re = [re.compile(p) for p in exclude]
+        exclude_re = [re.compile(p) for p in [*exclude, *never]]
     except re.error as error:
         raise CheckpointError(f"invalid pattern: {error}") from None
 

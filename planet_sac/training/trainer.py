@@ -220,7 +220,7 @@ class Trainer:
             if dropped:
                 log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)
         elif restore_from:
-            report = restore_filtered(self.variables, restore_from, include or [".*"], [*exclude, *RUN_STATE])
+            report = restore_filtered(self.variables, restore_from, include or [".*"], exclude, never=RUN_STATE)
             message = f"from {restore_from}: {report.summary()}"
         else:
             message = "started from scratch"

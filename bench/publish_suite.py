@@ -73,8 +73,19 @@ def publish(src: str, dest: str, baselines: list[str]) -> list[str]:
     if score_files:
         import matplotlib.pyplot as plt
 
-        plt.close(plot_scores(score_files, os.path.join(dest, "curves.png"), baselines=baselines))
+        plt.close(plot_scores(score_files, os.path.join(dest, "curves.png"), baselines=baselines,
+                              budget=env_steps_budget(dest)))
     return changed
+
+
+def env_steps_budget(dest: str) -> float | None:
+    """The largest `--env-steps` the published runs were asked for: the figure ends there, so a run that went a
+    collection past it (a repeated collection at a resume) adds no bin of its own past the budget."""
+    targets = []
+    for path in glob.glob(os.path.join(dest, "results", "*", "seed*", "result.json")):
+        with open(path) as file:
+            targets.append(json.load(file).get("env_steps_target"))
+    return max((target for target in targets if target), default=None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,6 +209,17 @@ def test_publish_suite_copies_finished_runs_and_merges_their_scores(tmp_path, ca
     assert "0 run(s) new or changed" in capsys.readouterr().out
 
 
+def test_the_published_figure_ends_at_the_budget_the_runs_were_asked_for(tmp_path):
+    """A run that went a collection past --env-steps (101k of 100k) must not add a bin past the budget."""
+    publish_suite = _load_bench_module("publish_suite")
+    for seed, target in ((0, 100_000), (1, 50_000)):
+        run = tmp_path / "results" / "dmc_a_b" / f"seed{seed}"
+        run.mkdir(parents=True)
+        (run / "result.json").write_text(json.dumps({"env_steps_target": target, "env_steps": target + 1000}))
+    assert publish_suite.env_steps_budget(str(tmp_path)) == 100_000
+    assert publish_suite.env_steps_budget(str(tmp_path / "none")) is None
+
+
 def test_suite_table_totals_and_the_mean_over_seeds(tmp_path, capsys):
     """bench/suite_table.py: an uninterrupted run's total is its call's wall-clock + evaluation, a resumed run's
     (whose last call saw only part of it) the sum of its parts, marked *; the summary is mean ± std over seeds."""

@@ -185,6 +185,20 @@ def test_max_episodes_never_loads_files_it_would_drop(tmp_path):
     assert replay.stats["files_loaded"] == 4 and replay.stats["files_ignored"] == 6
 
 
+def test_max_episodes_fills_the_cache_with_the_newest_usable_files(tmp_path):
+    """The newest file is bad: the cap of 2 is filled from the two newest good ones, not left at one."""
+    for tag in range(4):
+        put(tmp_path, tag)
+    newest = os.path.join(str(tmp_path), episode_filename(40, now=BASE_TIME + dt.timedelta(seconds=99)))
+    with open(newest, "w") as file:
+        file.write("not an episode")
+    replay = EpisodeReplay(str(tmp_path), chunk_length=5, every=8, max_episodes=2, seed=0)
+    tags = {tag_of(chunk) for chunk in take(iter(replay), 100)}
+    assert tags == {2, 3}
+    assert replay.stats["files_loaded"] == 2 and replay.stats["files_skipped"] == 1
+    assert replay.stats["files_ignored"] == 2
+
+
 # ------------------------------------------------------------------ bad and short files
 
 

@@ -221,13 +221,19 @@ class EpisodeReplay:
                 return
             self._forget_changed_rejects()
             new = sorted((path for path in new if path not in self._seen), key=os.path.basename)
-            if self.max_episodes is not None and len(new) > self.max_episodes:
-                # Older files would be dropped from the cache right away: never load them.
-                ignored, new = new[: -self.max_episodes], new[-self.max_episodes :]
-                self._seen.update(ignored)
-                self.stats["files_ignored"] += len(ignored)
             unreadable, self._unreadable = self._unreadable, {}
-            loaded = [(path, episode) for path in new if (episode := self._load(path, unreadable)) is not None]
+            # With a cap, older files would be dropped from the cache right away: never load them. The newest
+            # `max_episodes` are read (oldest first, as without a cap), then older ones only for those unusable.
+            end = len(new)
+            loaded: list[tuple[str, Episode]] = []
+            while end > 0 and (self.max_episodes is None or len(loaded) < self.max_episodes):
+                start = 0 if self.max_episodes is None else max(0, end - (self.max_episodes - len(loaded)))
+                loaded = [(path, episode) for path in new[start:end]
+                          if (episode := self._load(path, unreadable)) is not None] + loaded
+                end = start
+            if end:
+                self._seen.update(new[:end])
+                self.stats["files_ignored"] += end
             self.stats["files_unreadable"] = len(self._unreadable)
             for path, episode in loaded:
                 self._content[path] = _content_key(episode)

@@ -521,6 +521,31 @@ def test_a_resumed_run_does_not_repeat_collections_whose_episodes_are_on_disk(tm
     assert records[-1]["episodes"] == 2 + total // 5 and records[-1]["env_steps"] == (2 + total // 5) * 50 * 2  # time_limit 50 x action_repeat 2
 
 
+def test_a_collection_half_written_before_a_kill_is_completed_and_logged_on_resume(tmp_path):
+    """Two environments: one finished its episode (saved at once) before the kill, the other did not. The resumed
+    run collects only the missing episode, ending with an uninterrupted run's 6 episodes (it used to skip the
+    whole collection and end with 5), and logs that collection's return (it used to log none)."""
+    from planet_sac.config import load_config
+    from planet_sac.training.trainer import Trainer
+
+    def trainer():
+        return Trainer(load_config(SMOKE, [*RESUME_SETTINGS, "env.num_envs=2"]), str(logdir), progress=False)
+
+    logdir = tmp_path / "run"
+    first = trainer()
+    first.run(10)  # 2 seed episodes + the collection at 10 (2 episodes), checkpoint at 10
+    first.close()
+    _copy_an_episode(logdir)  # env 0's episode of the collection at step 20; no checkpoint after 10
+    second = trainer()
+    assert "1 training episode(s) collected after that checkpoint" in second.start_message
+    second.run(20)
+    second.close()
+    assert len(list_episodes(str(logdir / "train_episodes"))) == 6
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["episodes"] == 6 and records[-1]["env_steps"] == 6 * 50 * 2
+    assert [r["step"] for r in records if "train/return" in r] == [10, 20]
+
+
 def test_a_resumed_run_still_collects_on_top_of_episodes_that_were_there_before_it(tmp_path):
     """Episodes a user put into train_episodes before the run started are not collections the run skips."""
     logdir = tmp_path / "run"

@@ -36,7 +36,7 @@ from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, sa
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import EpisodeSpec, load_episode
+from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
@@ -110,6 +110,16 @@ class Counters(tf.Module):
             self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
 
 
+
+def _episode_summary(path: str) -> dict | None:
+    """The return and length of a training episode on disk, as the Actor reports them; None if it cannot be read."""
+    try:
+        episode = load_episode(path)
+    except (BadEpisodeError, OSError) as error:
+        log.warning("episode %s from before the restart cannot be read (%s); its return is not logged", path, error)
+        return None
+    return {"length": len(episode["action"]) - 1, "return": float(episode["reward"].sum())}
+
 # What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
 # phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
 # seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
@@ -169,7 +179,7 @@ class Trainer:
             self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
             self._stop = threading.Event()
             self._warned_terminations = False
-            self._episodes_ahead = 0  # training episodes on disk that collections after the checkpoint wrote
+            self._episodes_ahead: list[str] = []  # training episodes on disk that collections after the checkpoint wrote
             self.start_message = self._restore(restore_from, include, exclude)
         except BaseException:
             self.close()
@@ -226,9 +236,10 @@ class Trainer:
             message = "started from scratch"
         self._sync_episode_counters()
         if resumed and self.collects:
-            self._episodes_ahead = self._episodes_collected_after(episodes_at_checkpoint)
-            if self._episodes_ahead:
-                message += (f"; {self._episodes_ahead} training episode(s) collected after that checkpoint stay, and "
+            ahead = self._episodes_collected_after(episodes_at_checkpoint)
+            self._episodes_ahead = list_episodes(self.train_dir)[-ahead:] if ahead else []
+            if ahead:
+                message += (f"; {ahead} training episode(s) collected after that checkpoint stay, and "
                             "the collections that wrote them are not repeated")
         # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
         save_config(self.config, f"{self.logdir}/config.yaml")
@@ -369,12 +380,13 @@ class Trainer:
             metrics = self.learner.catch_up(next(batches))
         return {f"catchup/{key}": float(value) for key, value in metrics.items()}
 
-    def collect_train_episodes(self, policy: str | None = None) -> list[dict]:
-        """One episode per training environment, with the train phase of `policy` (default `policy.train`), into `train_episodes/`."""
+    def collect_train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
+        """`count` episodes (default one per training environment) with the train phase of `policy` (default
+        `policy.train`), into `train_episodes/`."""
         envs = self._train_envs()
         self.agent.policy.set_policies(train=policy or self.config.policy.train)
         try:
-            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(envs.num_envs)
+            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(count or envs.num_envs)
         finally:
             self.agent.policy.set_policies(train=self.config.policy.train)
         self.counters.train_episodes.assign_add(len(episodes))
@@ -461,17 +473,24 @@ class Trainer:
 
     def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int, collection: int) -> dict:
         """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length."""
-        if self._episodes_ahead > 0:  # written before a stop, after the checkpoint this run resumed from
-            self._episodes_ahead = max(0, self._episodes_ahead - self.config.env.num_envs)
-            log.info("step %d: collection %d is on disk from before the restart; not collected again", step, collection)
-            return {}
         collect_start = time.perf_counter()
         values = {}
         collector = collecting_policy(self.config.policy, collection)
-        if collector in SAC_ACTING:
-            values.update(self.catch_up_head(batches))
-        episodes = self.collect_train_episodes(collector)
+        # Episodes written before a stop, after the checkpoint this run resumed from, are this collection's (all of
+        # them, or those of the environments that finished before a kill): logged, and only the rest collected.
+        num_envs = self.config.env.num_envs
+        on_disk, self._episodes_ahead = self._episodes_ahead[:num_envs], self._episodes_ahead[num_envs:]
+        episodes = [summary for path in on_disk if (summary := _episode_summary(path))]
+        if on_disk:
+            log.info("step %d: %d of collection %d's %d episodes are on disk from before the restart; not collected "
+                     "again", step, len(on_disk), collection, num_envs)
+        if len(on_disk) < num_envs:
+            if collector in SAC_ACTING:
+                values.update(self.catch_up_head(batches))
+            episodes += self.collect_train_episodes(collector, num_envs - len(on_disk))
         window.collected(collect_start)
+        if not episodes:  # only unreadable files on disk: nothing to report
+            return values
         values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
         values[f"train/return/{collector}"] = values["train/return"]
         values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))

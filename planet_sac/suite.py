@@ -350,9 +350,9 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
         log.info("%s seed %d: %s (%s)", spec.task, spec.seed, trainer.start_message,
                  "run directory found" if existed else "new run directory")
         trainer.collect_seed_episodes()
-        episodes, agent_steps = episode_stats(trainer.train_dir)
-        seeds = min(episodes, config.data.seed_episodes)
-        train_steps = train_steps_for(config, env_steps, seeds, round(agent_steps * seeds / max(episodes, 1)))
+        # From the seed episodes alone (the oldest files): a resumed run aims at the updates of an uninterrupted one.
+        seeds, seed_agent_steps = episode_stats(trainer.train_dir, oldest=config.data.seed_episodes)
+        train_steps = train_steps_for(config, env_steps, seeds, seed_agent_steps)
         while True:
             trainer.run(train_steps)
             if int(trainer.counters.step.numpy()) < train_steps:  # SIGINT/SIGTERM: checkpointed, the next call resumes

@@ -5,6 +5,7 @@ Expected values are computed here from the runs' own metrics.jsonl with plain js
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import os
@@ -84,6 +85,47 @@ def test_train_steps_count_environment_steps_with_action_repeat():
     eight = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.action_repeat=8"])
     assert suite.train_steps_for(eight, 100_000, 5, 5 * 125) == 95 * 50
     assert suite.train_steps_for(config, 3000, 5, 1250) == 0  # the seed episodes already reach it
+
+
+def test_a_resumed_run_aims_at_the_updates_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    """Episodes of varied length (terminations): the update count comes from the seed episodes (the oldest files),
+    not from every episode on disk, so a restart after longer collections does not end the run early."""
+    import planet_sac.training.trainer as trainer_module
+    from planet_sac.episodes.storage import episode_filename
+
+    aimed = []
+
+    class Stop(Exception):
+        pass
+
+    class FakeTrainer:
+        def __init__(self, config, run_dir, progress):
+            self.train_dir = os.path.join(run_dir, "train_episodes")
+            self.start_message = "fake"
+
+        def collect_seed_episodes(self):
+            pass
+
+        def run(self, train_steps):
+            aimed.append(train_steps)
+            raise Stop
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(trainer_module, "Trainer", FakeTrainer)
+    spec = suite.RunSpec("gym:Pendulum-v1", 0, 2, str(tmp_path))
+    folder = os.path.join(spec.run_dir, "train_episodes")
+    os.makedirs(folder)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    for index, length in enumerate([20, 20, 50, 50, 50, 50, 50]):  # smoke: 2 seed episodes, then 5 collections
+        open(os.path.join(folder, episode_filename(length, now=start + dt.timedelta(seconds=index))), "w").close()
+    with pytest.raises(Stop):
+        suite.run_one(spec, SMOKE, env_steps=1000, progress=False)
+    config = load_config(SMOKE)
+    # By hand: 2 x 20 agent steps x repeat 2 = 80 env steps; 920 more at 40 env steps an episode = 23 episodes.
+    assert config.env.action_repeat == 2 and config.data.seed_episodes == 2
+    assert aimed == [23 * config.schedule.collect_every]
 
 
 def test_read_curve_takes_test_phases_of_the_headline_policy(tmp_path):

@@ -225,9 +225,9 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
         raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
 
 
-def episode_stats(directory: str) -> tuple[int, int]:
-    """(episodes, environment steps) of a directory, read from the file names' length suffix."""
-    paths = list_episodes(directory)
+def episode_stats(directory: str, oldest: int | None = None) -> tuple[int, int]:
+    """(episodes, environment steps) of a directory, or of its `oldest` episodes, read from the file names' length suffix."""
+    paths = list_episodes(directory)[:oldest]
     steps = 0
     for path in paths:
         match = re.search(r"-(\d+)\.npz$", path)

@@ -546,6 +546,39 @@ def test_a_collection_half_written_before_a_kill_is_completed_and_logged_on_resu
     assert [r["step"] for r in records if "train/return" in r] == [10, 20]
 
 
+def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(tmp_path, monkeypatch):
+    """The kill comes after the second test phase saved its episode, before its checkpoint. The resumed run redoes
+    the phase and ends with an uninterrupted run's test episodes (2 seed + 1 per phase), the first attempt's
+    episode kept aside in test_episodes/interrupted/ (it used to join the held-out data: one too many)."""
+    from planet_sac.config import load_config
+    from planet_sac.training import trainer as trainer_module
+
+    settings = ["schedule.train_phase_steps=5", "schedule.test_episodes=1", "data.test_seed_episodes=2",
+                "schedule.checkpoint_every=5"]
+    config = load_config(SMOKE, [*RESUME_SETTINGS, *settings])
+    real = trainer_module.critic_vs_returns
+    calls = []
+
+    def killed_in_the_second_phase(*args, **kwargs):  # runs after the phase's episode is saved, before its checkpoint
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "critic_vs_returns", killed_in_the_second_phase)
+    logdir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        trainer_module.train(config, str(logdir), train_steps=10, progress=False)
+    monkeypatch.setattr(trainer_module, "critic_vs_returns", real)
+    trainer_module.train(config, str(logdir), train_steps=10, progress=False)
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    phases = [r["step"] for r in records if r.get("phase") == "test"]
+    assert phases == [5, 10]
+    assert len(list_episodes(str(logdir / "test_episodes"))) == 2 + len(phases)
+    assert len(list_episodes(str(logdir / "test_episodes" / "interrupted"))) == 1
+    assert [name for name in os.listdir(logdir / "test_episodes") if name.startswith(".")] == []
+
+
 def test_a_resumed_run_still_collects_on_top_of_episodes_that_were_there_before_it(tmp_path):
     """Episodes a user put into train_episodes before the run started are not collections the run skips."""
     logdir = tmp_path / "run"

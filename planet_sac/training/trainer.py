@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import logging
 import math
+import os
 import signal
 import threading
 import time
@@ -123,6 +124,7 @@ def _episode_summary(path: str) -> dict | None:
 # What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
 # phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
 # seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
+TEST_PHASE_FOLDER = ".test_phase-"  # test_episodes/.test_phase-K/: the episodes of test phase K until it is checkpointed
 RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$")
 
 class Trainer:
@@ -234,6 +236,7 @@ class Trainer:
             message = f"from {restore_from}: {report.summary()}"
         else:
             message = "started from scratch"
+        self._settle_test_phase_folders()
         self._sync_episode_counters()
         if resumed and self.collects:
             ahead = self._episodes_collected_after(episodes_at_checkpoint)
@@ -306,7 +309,10 @@ class Trainer:
         start = time.perf_counter()
         values = {**(extra or {}), **self.held_out_loss()}
         recorder = self._video_recorder()
-        episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, self.test_dir).run(
+        # Saved to a folder of their own, moved in once the phase is checkpointed: a phase killed midway is redone,
+        # and its earlier episodes would otherwise join the held-out data twice.
+        staging = self._test_phase_folder(int(self.counters.test_phases.numpy()) + 1)
+        episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, staging).run(
             self.config.schedule.test_episodes)
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
@@ -328,7 +334,32 @@ class Trainer:
         elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
             self.logger.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
         self.checkpointer.save(int(self.counters.step.numpy()))
+        self._settle_test_phase_folders()
         return record
+
+    def _test_phase_folder(self, phase: int) -> str:
+        return f"{self.test_dir}/{TEST_PHASE_FOLDER}{phase}"
+
+    def _settle_test_phase_folders(self) -> None:
+        """Moves the episodes of checkpointed test phases into `test_episodes/`; those of a phase the checkpoint does
+        not hold (killed midway, redone after the resume) go to `test_episodes/interrupted/`, kept but not read."""
+        if not tf.io.gfile.isdir(self.test_dir):
+            return
+        done = int(self.counters.test_phases.numpy())
+        for name in tf.io.gfile.listdir(self.test_dir):
+            name = name.rstrip("/")
+            if not name.startswith(TEST_PHASE_FOLDER) or not name[len(TEST_PHASE_FOLDER):].isdigit():
+                continue
+            folder = f"{self.test_dir}/{name}"
+            target = self.test_dir if int(name[len(TEST_PHASE_FOLDER):]) <= done else f"{self.test_dir}/interrupted"
+            paths = list_episodes(folder)
+            if paths and target != self.test_dir:
+                log.info("%d test episode(s) of test phase %s, which the checkpoint does not hold, moved to %s; the "
+                         "phase is redone", len(paths), name[len(TEST_PHASE_FOLDER):], target)
+            tf.io.gfile.makedirs(target)
+            for path in paths:
+                tf.io.gfile.rename(path, f"{target}/{os.path.basename(path)}", overwrite=True)
+            tf.io.gfile.rmtree(folder)
 
     def _video_recorder(self) -> RecordFrames | None:
         """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""

@@ -115,12 +115,28 @@ def make_env(
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
     env = EnvProcess(kind, *args, python_path=module_paths(task)) if uses_mujoco and _spawn else kind(*args)
-    if time_limit is None and env.default_steps is not None:
-        time_limit = math.ceil(env.default_steps / action_repeat)
-    wrapped = TimeLimit(NormalizeActions(env), time_limit)
+    wrapped = TimeLimit(NormalizeActions(env), episode_limit(task, action_repeat, time_limit))
     wrapped.action_space.seed(seed)
     wrapped.observation_space.seed(seed)
     return wrapped
+
+
+def episode_limit(task: str, action_repeat: int, time_limit: int | None) -> int | None:
+    """Agent steps after which `make_env`'s episodes end: `time_limit`, else the task's own length divided by the
+    action repeat (rounded up), None when the task has none. Read from the registry: no environment is built."""
+    if time_limit is not None:
+        return time_limit
+    source, _, name = task.partition(":")
+    if source == "dmc":
+        default: int | None = DMC_DEFAULT_STEPS
+    elif source == "gym":
+        try:
+            default = gymnasium.spec(import_gym_module(name)).max_episode_steps
+        except gymnasium.error.Error:
+            return None  # an unknown id: make_env says so
+    else:
+        return None
+    return None if default is None else math.ceil(default / action_repeat)
 
 
 def import_gym_module(name: str) -> str:
@@ -213,8 +229,6 @@ class SimEnv(gymnasium.Env):
     render_mode: str | None = "rgb_array"
     observation_space: spaces.Dict
     action_space: spaces.Box
-    default_steps: int | None
-    """The task's own episode length in simulator steps, or None if it has none."""
 
     def __init__(self, obs_key: str, action_repeat: int, image_size: int, seed: int | None) -> None:
         self.obs_key = obs_key
@@ -283,7 +297,6 @@ class GymEnv(SimEnv):
                 f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
                 "e.g. 'gym:Pendulum-v1', or 'gym:<module>:<id>' for an id your module registers"
             ) from None
-        self.default_steps = spec.max_episode_steps
         can_render = "rgb_array" in _render_modes(spec)
         self.render_mode = "rgb_array" if can_render else None
         kwargs: dict[str, Any] = {"render_mode": "rgb_array"} if can_render else {}
@@ -381,8 +394,6 @@ class DMCEnv(SimEnv):
     discount is 0 and as ``truncated`` otherwise. The state vector concatenates the flattened
     observation values in the order the task defines them.
     """
-
-    default_steps = DMC_DEFAULT_STEPS
 
     def __init__(
         self, name: str, obs_key: str, action_repeat: int, image_size: int, seed: int | None,
@@ -514,15 +525,13 @@ class EnvProcess(gymnasium.Env):
     Exceptions raised in the child (e.g. ``ConfigError`` for an unknown task) are re-raised here.
     """
 
-    MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size",
-                "default_steps", "render_mode")
+    MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size", "render_mode")
     # the mirrored attributes, set from the child's environment in __init__
     observation_space: spaces.Dict
     action_space: spaces.Box
     obs_key: str
     action_repeat: int
     image_size: int
-    default_steps: int | None
 
     def __init__(self, kind: Callable[..., gymnasium.Env], *args: Any, environment: Mapping[str, str] | None = None,
                  python_path: Sequence[str] = ()) -> None:

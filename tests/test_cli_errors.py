@@ -132,6 +132,18 @@ def test_chunks_longer_than_the_collected_episodes_are_refused_before_the_run_is
     assert not os.path.exists(logdir)
 
 
+def test_chunks_longer_than_the_tasks_own_episodes_are_refused_too(tmp_path, capsys):
+    """env.time_limit=null: Pendulum-v1's registered 200 steps at action repeat 2 are 100 agent steps (101 with the
+    first observation); the loader used to wait for episodes of 102 steps and then fail."""
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--set", "data.chunk_length=102",
+                 "--set", "env.time_limit=null", "--set", "env.action_repeat=2", "--quiet"]) == 2
+    line = one_line_error(capsys, "train")
+    assert ("(env.time_limit=null: the task's own episodes, 100 agent steps at action repeat 2: 101 steps with the "
+            "first observation)") in line
+    assert not os.path.exists(logdir)
+
+
 def test_chunks_as_long_as_the_collected_episodes_train(tmp_path, capsys):
     """env.time_limit=10 gives 11-step episodes (the first observation and 10 steps): chunks of 11 fit them."""
     assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--set", "data.chunk_length=11",

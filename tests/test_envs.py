@@ -10,7 +10,7 @@ import pytest
 from gymnasium import spaces
 
 from planet_sac.acting.actor import RandomPolicy, run_episode
-from planet_sac.envs import make_env
+from planet_sac.envs import episode_limit, make_env
 
 # dm_control is only looked up, never imported here: it crashes next to TensorFlow (see EnvProcess).
 needs_dmc = pytest.mark.skipif(
@@ -110,6 +110,15 @@ def test_dmc_state_obs_and_default_time_limit_truncates():
     episode = run_episode(env, RandomPolicy(2, seed=0))
     assert len(episode["action"]) == 126
     assert np.all(episode["discount"] == 1.0)
+
+
+def test_episode_limit_is_the_time_limit_or_the_tasks_own_length_over_the_action_repeat():
+    # By hand: dm_control's 1000 control steps; Pendulum-v1 registers 200; a partial last step counts.
+    assert episode_limit("dmc:cartpole-swingup", 8, None) == 125
+    assert episode_limit("dmc:cheetah-run", 3, None) == 334
+    assert episode_limit("gym:Pendulum-v1", 3, None) == 67
+    assert episode_limit("gym:Pendulum-v1", 3, 40) == 40
+    assert make_env("gym:Pendulum-v1", obs="state", action_repeat=3, seed=0).max_episode_steps == 67
 
 
 def test_action_repeat_sums_rewards():

@@ -35,7 +35,7 @@ from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
-from planet_sac.envs import EnvBatch, make_env, make_envs
+from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
 from planet_sac.training import distribute
@@ -149,10 +149,13 @@ class Trainer:
         self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None
         self.collects = not self.offline and config.schedule.collect
-        limit = config.env.time_limit
-        if self.collects and limit is not None and config.data.chunk_length > limit + 1:
+        limit = episode_limit(config.env.task, config.env.action_repeat, config.env.time_limit) if self.collects else None
+        if limit is not None and config.data.chunk_length > limit + 1:
+            source = (f"env.time_limit={limit}" if config.env.time_limit is not None else
+                      f"env.time_limit=null: the task's own episodes, {limit} agent steps at action repeat "
+                      f"{config.env.action_repeat}")
             raise ConfigError(f"data.chunk_length={config.data.chunk_length} is longer than the episodes the run collects "
-                              f"(env.time_limit={limit}: {limit + 1} steps with the first observation); lower "
+                              f"({source}: {limit + 1} steps with the first observation); lower "
                               "data.chunk_length or raise env.time_limit")
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"

@@ -54,6 +54,10 @@ from planet_sac.errors import MissingPackageError, SetupError
 log = logging.getLogger("planet_sac")
 
 OBS_KEYS = ("image", "state")
+CAMERAS = {"quadruped": 2}
+"""dm_control camera per domain, as PlaNet and Dreamer render (camera 0 elsewhere); quadruped's camera 0 films
+the whole arena from 10 m, where the body is a few pixels of a 64x64 frame."""
+
 DMC_DEFAULT_STEPS = 1000
 """Episode length of the dm_control suite tasks in control steps (before action repeat)."""
 
@@ -404,6 +408,7 @@ class DMCEnv(SimEnv):
         suite = _import_dm_control_suite()
         self._rendered = False
         domain, _, task = name.partition("-")
+        self.camera_id = CAMERAS.get(domain, 0)
         if (domain, task) not in suite.ALL_TASKS:
             tasks = [f"{d}-{t}" for d, t in suite.ALL_TASKS if d == domain] or [
                 f"{d}-{t}" for d, t in suite.ALL_TASKS
@@ -449,11 +454,11 @@ class DMCEnv(SimEnv):
         return {"state": np.concatenate(values)}
 
     def render(self) -> np.ndarray:
-        """An ``image_size`` square RGB frame from camera 0."""
+        """An ``image_size`` square RGB frame from the task's camera (`CAMERAS`)."""
         if self._rendered:
-            return self._env.physics.render(self.image_size, self.image_size, camera_id=0)
+            return self._env.physics.render(self.image_size, self.image_size, camera_id=self.camera_id)
         try:  # the first frame creates the OpenGL context: a failure here is the machine's set-up
-            frame = self._env.physics.render(self.image_size, self.image_size, camera_id=0)
+            frame = self._env.physics.render(self.image_size, self.image_size, camera_id=self.camera_id)
         except Exception as err:
             raise SetupError(_opengl_hint(err)) from None
         self._rendered = True

@@ -188,3 +188,36 @@ def test_actor_with_parallel_processes_survives_a_killed_environment(tmp_path, c
         actor.close()
     assert actor.crashes == 1 and sorted(s["env"] for s in summaries) == [0, 1]
     assert all(s["length"] == 6 for s in summaries) and len(os.listdir(tmp_path)) == 2  # whole episodes only
+
+
+def test_evaluation_seeds_every_episode_so_each_policy_meets_the_same_start_states():
+    """An environment that draws from its generator while stepping (as LunarLander does): with only the first
+    reset seeded, the second episode's start would depend on the first episode's actions."""
+    import gymnasium
+
+    from planet_sac.acting.evaluation import _SeededResets
+
+    class DrawsWhileStepping(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(-1.0, 1.0, (1,))
+        action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,))
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.np_random.uniform(-1, 1, (1,)), {}
+
+        def step(self, action):
+            if action[0] > 0:
+                self.np_random.uniform()  # wind, debris, ...
+            return np.zeros(1), 0.0, False, True, {}
+
+    def starts(action: float) -> list[float]:
+        env = _SeededResets(DrawsWhileStepping(), seed=7)
+        values = []
+        for _ in range(3):
+            obs, _ = env.reset()
+            values.append(float(obs[0]))
+            env.step(np.array([action]))
+        return values
+
+    by_hand = [float(np.random.default_rng(seed).uniform(-1, 1, (1,))[0]) for seed in (7, 8, 9)]  # gymnasium's PCG64
+    assert starts(-1.0) == starts(1.0) == by_hand

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from planet_sac.acting.collector import Collector
 from planet_sac.cli import main
-from planet_sac.config import ConfigError, apply_overrides
+from planet_sac.config import ConfigError, apply_overrides, load_config
 from planet_sac.episodes.storage import list_episodes
 from planet_sac.training.trainer import Trainer
 from tests.conftest import ROOT, save_version
@@ -75,6 +75,26 @@ def test_collector_writes_episodes_reloads_a_newer_checkpoint_and_per_checkpoint
         if thread.is_alive():
             thread.join()
         collector.close()
+
+
+def test_a_checkpoint_prefix_is_acted_with_and_each_seed_has_its_own_policy_noise(run, tmp_path):
+    """`--checkpoint LOGDIR/checkpoints/ckpt-10` (which --help offers) used to be refused as 'no checkpoint yet';
+    and every collector drew the same policy noise whatever its --seed (the run's seed + 1)."""
+    prefix = f"{run}/checkpoints/ckpt-10"
+    assert os.path.exists(prefix + ".index")
+    states = {}
+    for seed in (1, 2, 1):
+        collector = Collector(prefix, str(tmp_path / f"out{seed}"), policy="sac", seed=seed)
+        try:
+            assert collector.prefix == prefix and collector.step == 10
+            assert collector.reload()  # a prefix never changes: still acting with it
+            state = collector.agent.policy.rng.state.numpy()
+            assert states.setdefault(seed, state.tolist()) == state.tolist()  # a seed gives its stream again
+        finally:
+            collector.close()
+    assert states[1] != states[2]
+    learner = tf.random.Generator.from_seed(load_config(f"{run}/config.yaml").seed + 1).state.numpy().tolist()
+    assert learner not in states.values()
 
 
 def test_a_damaged_newer_checkpoint_is_never_half_applied(run, tmp_path, caplog):

@@ -278,3 +278,15 @@ def test_shadow_size_is_for_dm_control_tasks_only():
     with pytest.raises(ConfigError, match="env.shadow_size"):
         load_config(None, ["env.shadow_size=0"])
     assert load_config(None, ["env.shadow_size=1024"]).env.shadow_size == 1024
+
+
+def test_dm_control_frames_come_from_planets_camera_for_each_domain():
+    """Quadruped is filmed with camera 2 (PlaNet's and Dreamer's choice): camera 0 sees the arena from 10 m."""
+    from planet_sac.envs import DMCEnv
+
+    for name, camera in (("quadruped-walk", 2), ("cheetah-run", 0), ("walker-walk", 0)):
+        env = DMCEnv(name, "state", 1, 64, 0)  # built here only to read its camera; nothing is rendered
+        try:
+            assert env.camera_id == camera, name
+        finally:
+            env.close()

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import Sequence, cast
 
+import tensorflow as tf
 from gymnasium import spaces
 
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
@@ -48,6 +49,9 @@ def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", ac
         actor.close()
 
 
+COLLECTOR_SEED_OFFSET = 1_000_003  # a collector's policy noise stream: apart from the learner's (config.seed + 1)
+
+
 class Collector:
     """A trained run's policy (train phase, with exploration) collecting into `outdir`, reloading the run's checkpoints."""
 
@@ -70,6 +74,9 @@ class Collector:
             self.agent = Agent.build(self.config, env.obs, obs_space.shape,
                                      self.envs.action_space.shape[0])
             self.agent.policy.set_policies(train=policy)
+            # The policy's noise (exploration, CEM's samples, the latent samples) from --seed, as the environments:
+            # collectors with other seeds explore differently, not in lockstep with one another and the learner.
+            self.agent.policy.rng.reset_from_seed(COLLECTOR_SEED_OFFSET + seed)
             self.variables = self.agent.acting_variables()
             self.prefix: str | None = None  # the checkpoint acted with
             self._seen: str | None = None  # the newest checkpoint reload() last looked at
@@ -90,7 +97,7 @@ class Collector:
         while True:
             try:
                 config = find_run_config(checkpoint)
-                if latest_checkpoint(checkpoint):
+                if _newest_prefix(checkpoint):
                     return config
             except ConfigError:
                 if time.monotonic() >= deadline:
@@ -105,7 +112,7 @@ class Collector:
         Returns whether the collector has weights to act with. When none is readable, `strict` (at
         start) raises CheckpointError; otherwise the previous weights are kept, with a warning.
         """
-        newest = latest_checkpoint(self.checkpoint)
+        newest = _newest_prefix(self.checkpoint)
         if newest is None or newest == self._seen:
             return self.prefix is not None
         self._seen = newest
@@ -145,3 +152,12 @@ class Collector:
 
     def close(self) -> None:
         self.actor.close()
+
+
+def _newest_prefix(checkpoint: str) -> str | None:
+    """The newest checkpoint of a run (its logdir or checkpoints/ folder), or `checkpoint` itself when it is a
+    checkpoint prefix (acted with throughout: a prefix never changes), or None when there is none yet."""
+    newest = latest_checkpoint(checkpoint)
+    if newest is None and tf.io.gfile.exists(checkpoint + ".index"):
+        return checkpoint
+    return newest

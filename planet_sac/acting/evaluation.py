@@ -35,18 +35,23 @@ def check_run(logdir: str, video: str | None = None) -> None:
 
 
 class _SeededResets(gymnasium.Wrapper):
-    """Seeds the next reset that is not given its own seed with `seed` (set again by `reseed`)."""
+    """Seeds every reset that is not given its own seed: `seed`, `seed + 1`, ... (from `seed` again after `reseed`).
+
+    Each episode gets its own seed, so every policy compared meets the same start states even in environments
+    that draw from their generator while stepping (the generator's state at the next reset would follow the
+    policy's actions).
+    """
 
     def __init__(self, env: gymnasium.Env, seed: int):
         super().__init__(env)
-        self.pending: int | None = seed
+        self.reseed(seed)
 
     def reseed(self, seed: int) -> None:
-        self.pending = seed
+        self.next_seed = seed
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is None:
-            seed, self.pending = self.pending, None
+            seed, self.next_seed = self.next_seed, self.next_seed + 1
         return self.env.reset(seed=seed, options=options)
 
 

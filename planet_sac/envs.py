@@ -109,20 +109,31 @@ def make_env(
         raise ConfigError(f"shadow_size={shadow_size}: a positive size, for dm_control tasks only (got task {task!r})")
     if source == "gym":
         kind: Callable[[str, str, int, int, int | None], SimEnv] = GymEnv
-        env_id = import_gym_module(name)
-        uses_mujoco = "mujoco" in str(getattr(gymnasium.envs.registry.get(env_id), "entry_point", ""))
     elif source == "dmc":
-        kind, uses_mujoco = DMCEnv, True
+        kind = DMCEnv
         if shadow_size is not None:
             kind = functools.partial(DMCEnv, shadow_size=shadow_size)
     else:
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {_TASK_FORMAT}")
     args = (name, obs, action_repeat, image_size, seed)
-    env = EnvProcess(kind, *args, python_path=module_paths(task)) if uses_mujoco and _spawn else kind(*args)
+    own_process = _spawn and uses_mujoco(task)
+    env = EnvProcess(kind, *args, python_path=module_paths(task)) if own_process else kind(*args)
     wrapped = TimeLimit(NormalizeActions(env), episode_limit(task, action_repeat, time_limit))
     wrapped.action_space.seed(seed)
     wrapped.observation_space.seed(seed)
     return wrapped
+
+
+def uses_mujoco(task: str) -> bool:
+    """Whether `task` simulates with MuJoCo (dm_control, gymnasium's MuJoCo tasks): such environments run in a
+    child process of their own (see `EnvProcess`)."""
+    source, _, name = task.partition(":")
+    if source == "dmc":
+        return True
+    if source == "gym":
+        entry_point = getattr(gymnasium.envs.registry.get(import_gym_module(name)), "entry_point", "")
+        return "mujoco" in str(entry_point)
+    return False
 
 
 def episode_limit(task: str, action_repeat: int, time_limit: int | None) -> int | None:
@@ -891,9 +902,11 @@ def _local_env(task: str, obs: str, action_repeat: int, time_limit: int | None, 
 
 def make_envs(task: str, obs: str, action_repeat: int, time_limit: int | None, seed: int, image_size: int,
               num_envs: int = 1, shadow_size: int | None = None) -> EnvBatch:
-    """`num_envs` environments as one batch: in this process for 1, else `ParallelEnvs` (see `make_env`)."""
+    """`num_envs` environments as one batch: `ParallelEnvs`, or for one environment that needs no child process
+    of its own, that environment in this process. A child that dies is replaced (`ParallelEnvs`), also when it
+    is the only one."""
     if num_envs < 1:
         raise ConfigError(f"env.num_envs={num_envs}: must be >= 1")
-    if num_envs == 1:
+    if num_envs == 1 and not uses_mujoco(task):
         return LocalEnvs(make_env(task, obs, action_repeat, time_limit, seed, image_size, shadow_size))
     return ParallelEnvs(task, obs, action_repeat, time_limit, seed, image_size, num_envs, shadow_size=shadow_size)

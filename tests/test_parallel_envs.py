@@ -91,6 +91,23 @@ def test_one_environment_stays_in_this_process():
     envs.close()
 
 
+def test_a_single_mujoco_environment_is_restarted_when_its_process_dies(caplog):
+    """MuJoCo tasks run in a child process anyway; with num_envs=1 it used to be the one child nobody restarted,
+    so a crash ended the run instead of dropping the partial episode."""
+    envs = make_envs(task="dmc:cartpole-swingup", obs="state", action_repeat=8, image_size=64, time_limit=10, seed=0)
+    try:
+        assert isinstance(envs, ParallelEnvs) and envs.num_envs == 1
+        envs.reset(0)
+        victim = envs.pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="planet_sac"):
+            assert envs.step({0: np.zeros(1, np.float32)})[0].crashed
+        assert envs.restarts == [1] and envs.pids()[0] != victim
+        assert envs.reset(0)["state"].shape == (5,)
+    finally:
+        envs.close()
+
+
 def test_num_envs_must_be_positive():
     with pytest.raises(ConfigError, match=r"env.num_envs=0: must be >= 1"):
         make_envs(time_limit=5, seed=0, num_envs=0, **TASK)

@@ -346,11 +346,14 @@ class GymEnv(SimEnv):
                 image=spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
             )
         else:
-            if self._state_keys is not None:
-                assert isinstance(inner, spaces.Dict)  # the state keys are those of a Dict observation
-                size = sum(spaces.flatdim(inner[key]) for key in self._state_keys)
-            else:
-                size = spaces.flatdim(inner)
+            parts = [inner] if self._state_keys is None else [cast(spaces.Dict, inner)[key] for key in self._state_keys]
+            try:
+                size = sum(spaces.flatdim(part) for part in parts)
+            except ValueError as error:  # Sequence, Graph: no fixed size
+                self._env.close()
+                raise ConfigError(f"gym:{name}'s observation space {inner} has no fixed size "
+                                  f"({' '.join(str(error).split())}); planet_sac needs Box, Discrete, Tuple or Dict "
+                                  "observations of a fixed size") from None
             if size == 0:
                 self._env.close()
                 raise ConfigError(f"gym:{name} has no state keys beside its image {self._image_key!r}; use obs='image'")

@@ -123,10 +123,17 @@ class CameraOnly(Mixed):
         self.observation_space = spaces.Dict(camera=spaces.Box(0, 255, (8, 8, 3), np.uint8))
 
 
+class Points(Mixed):
+    def __init__(self, render_mode=None):
+        super().__init__()
+        self.observation_space = spaces.Sequence(spaces.Box(-1, 1, (2,), np.float32))  # any number of points
+
+
 gymnasium.register("Mixed-v0", entry_point=Mixed)
 gymnasium.register("Mixed128-v0", entry_point=Mixed, kwargs={"size": 128})
 gymnasium.register("TwoCameras-v0", entry_point=TwoCameras)
 gymnasium.register("CameraOnly-v0", entry_point=CameraOnly)
+gymnasium.register("Points-v0", entry_point=Points)
 """
 
 
@@ -152,6 +159,7 @@ def test_dict_observations_map_to_state_and_image(module_dir):
 @pytest.mark.parametrize("task, obs, words", [
     ("gym:dict_envs:TwoCameras-v0", "image", "2 uint8 HxWx3 image observations (a, b)"),
     ("gym:dict_envs:CameraOnly-v0", "state", "no state keys beside its image 'camera'"),
+    ("gym:dict_envs:Points-v0", "state", "has no fixed size"),
 ])
 def test_dict_observations_that_cannot_be_mapped_get_one_line(module_dir, task, obs, words):
     write_module(module_dir, "dict_envs", DICT_ENV)

@@ -7,6 +7,7 @@ test cannot mount one), an encoding interrupted half-way.
 
 from __future__ import annotations
 
+import collections
 import errno
 import json
 import os
@@ -476,6 +477,47 @@ def test_resume_drops_exactly_the_records_the_restored_checkpoint_does_not_hold(
         assert logger.drop_after(10, test_pending=test_pending) == 0
     finally:
         logger.close()
+
+
+@pytest.mark.parametrize("test_pending", [False, True])
+def test_resume_drops_the_same_events_from_tensorboard(tmp_path, test_pending):
+    """TensorBoard drew both versions of every redone step (4 -> 4.0 and 4 -> 104.0): the event files keep only what
+    metrics.jsonl keeps, and the redone steps are then written once."""
+    from planet_sac.training.logger import Logger
+
+    first = Logger(str(tmp_path))
+    for step in range(1, 6):
+        first.scalars(step, {"loss/total": float(step)}, phase="train")
+    first.scalars(3, {"test/return": 30.0}, phase="test")
+    first.video(3, "eval/video", np.zeros((2, 4, 4, 3), np.uint8))
+    first.video(3, "openloop/truth_model_error", np.zeros((2, 4, 4, 3), np.uint8))
+    first.close()
+    with open(next(tmp_path.glob("events.out.tfevents.*")), "ab") as file:
+        file.write(b"\x05\x00\x00")  # a record cut short by the kill
+
+    second = Logger(str(tmp_path))
+    second.drop_after(3, test_pending=test_pending)
+    for step in (4, 5):
+        second.scalars(step, {"loss/total": 100.0 + step}, phase="train")
+    if test_pending:
+        second.scalars(3, {"test/return": 33.0}, phase="test")
+    second.close()
+
+    seen = collections.Counter()
+    values = {}
+    for path in tmp_path.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                seen[(value.tag, event.step)] += 1
+                if value.tag != "eval/video" and not value.tag.startswith("openloop"):
+                    values[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+    assert set(seen.values()) == {1}  # every tag at every step once
+    assert values == {("loss/total", 1): 1.0, ("loss/total", 2): 2.0, ("loss/total", 3): 3.0,
+                      ("loss/total", 4): 104.0, ("loss/total", 5): 105.0,
+                      ("test/return", 3): 33.0 if test_pending else 30.0}
+    assert ("eval/video", 3) in seen if not test_pending else ("eval/video", 3) not in seen
+    assert ("openloop/truth_model_error", 3) in seen  # the training's video at the checkpoint's step stays
+    assert [p.name for p in tmp_path.iterdir() if "rewrite" in p.name] == []
 
 
 RESUME_SETTINGS = ["schedule.collect_every=5", "schedule.checkpoint_every=10", "schedule.test_episodes=0",

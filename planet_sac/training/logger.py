@@ -14,6 +14,7 @@ import io
 import json
 import math
 import time
+import uuid
 from typing import Mapping
 
 import numpy as np
@@ -28,9 +29,15 @@ class Logger:
 
     def __init__(self, logdir: str):
         self.logdir = logdir
-        self.writer = tf.summary.create_file_writer(logdir)
+        self._writer: tf.summary.SummaryWriter | None = None  # opened at the first event, after any drop_after
         self.metrics_path = f"{logdir}/metrics.jsonl"
         self._end_partial_line()
+
+    @property
+    def writer(self) -> tf.summary.SummaryWriter:
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.logdir)
+        return self._writer
 
     def _end_partial_line(self) -> None:
         """A run killed mid-write leaves a partial last line; end it so new records stay parseable."""
@@ -50,17 +57,18 @@ class Logger:
         Those are the records past `step` (updates lost with a kill, or with a damaged newer
         checkpoint that was skipped) and, when the test phase at `step` is still to run
         (`test_pending`), its record at `step`. The run redoes that work and logs it again,
-        so without this it would appear twice. The file is rewritten atomically.
+        so without this it would appear twice. The file is rewritten atomically, and so are the
+        TensorBoard event files, without the same events (TensorBoard would draw both versions).
         """
-        if not tf.io.gfile.exists(self.metrics_path):
-            return 0
-        records = read_metrics(self.metrics_path)
+        records = read_metrics(self.metrics_path) if tf.io.gfile.exists(self.metrics_path) else []
 
         def lost(record: dict) -> bool:
             at = record.get("step")
             return isinstance(at, int) and (at > step or (at == step and test_pending and record.get("phase") == "test"))
 
         kept = [record for record in records if not lost(record)]
+        tags_at_step = {key for record in records if lost(record) and record.get("step") == step for key in record}
+        self._drop_events(step, tags_at_step | ({"eval/video"} if test_pending else set()))
         if len(kept) == len(records):
             return 0
         temp = self.metrics_path + ".rewrite"
@@ -68,6 +76,28 @@ class Logger:
             file.write("".join(json.dumps(record, allow_nan=False, default=str) + "\n" for record in kept))
         tf.io.gfile.rename(temp, self.metrics_path, overwrite=True)
         return len(records) - len(kept)
+
+    def _drop_events(self, step: int, tags_at_step: set[str]) -> None:
+        """Rewrites each event file without the events past `step` and those of `tags_at_step` at `step`."""
+        for path in tf.io.gfile.glob(f"{self.logdir}/events.out.tfevents.*"):
+            kept, changed = [], False
+            try:
+                for raw in tf.data.TFRecordDataset(path):
+                    data = raw.numpy()
+                    event = tf.compat.v1.Event.FromString(data)
+                    if event.step > step or (event.step == step and event.HasField("summary") and
+                                             any(value.tag in tags_at_step for value in event.summary.value)):
+                        changed = True
+                        continue
+                    kept.append(data)
+            except tf.errors.DataLossError:  # a record cut short by a kill: the file ends before it
+                changed = True
+            if changed:
+                temp = f"{self.logdir}/.rewrite-{uuid.uuid4().hex}"  # no "tfevents" in the name: TensorBoard skips it
+                with tf.io.TFRecordWriter(temp) as writer:
+                    for data in kept:
+                        writer.write(data)
+                tf.io.gfile.rename(temp, path, overwrite=True)
 
     def scalars(self, step: int, values: Mapping[str, float], **fields: object) -> dict:
         """Logs `values` at `step`; `fields` (env_steps, phase, ...) go into the JSON line only."""
@@ -93,10 +123,12 @@ class Logger:
             tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=_step(step))
 
     def flush(self) -> None:
-        self.writer.flush()
+        if self._writer is not None:
+            self._writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
 
 
 def to_uint8(frames: np.ndarray) -> np.ndarray:

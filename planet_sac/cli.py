@@ -15,7 +15,7 @@ import sys
 from typing import Sequence
 
 from planet_sac import __version__
-from planet_sac.config import POLICIES, ConfigError
+from planet_sac.config import MAX_SEED, POLICIES, ConfigError
 from planet_sac.errors import SetupError, check_output_file
 
 RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("--episodes", type=_episodes, required=True, metavar="N|forever",
                       help="episodes to collect; forever: until interrupted (with --checkpoint)")
     coll.add_argument("--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
-    coll.add_argument("--seed", type=_non_negative_int, default=0)
+    coll.add_argument("--seed", type=_seed, default=0)
     coll.add_argument("--action-repeat", type=_positive_int, help="default: 1, or the checkpoint's")
     coll.add_argument("--time-limit", type=_positive_int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--logdir", required=True)
     evaluate.add_argument("--episodes", type=int, default=5)
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
-    evaluate.add_argument("--seed", type=_non_negative_int, default=12345)
+    evaluate.add_argument("--seed", type=_seed, default=12345)
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
@@ -263,9 +263,12 @@ def _integer(text: str, low: int) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    """--seed: a whole number >= 0 (what gymnasium and numpy accept as a seed)."""
-    return _integer(text, 0)
+def _seed(text: str) -> int:
+    """--seed: a whole number in [0, 2**31 - 1] (offsets are added to it; dm_control takes seeds below 2**32)."""
+    value = _integer(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} must be <= {MAX_SEED}")
+    return value
 
 
 def _positive_int(text: str) -> int:

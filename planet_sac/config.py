@@ -12,6 +12,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import difflib
+import math
+import re
 import reprlib
 import types
 import typing
@@ -22,6 +24,9 @@ import yaml
 
 POLICIES = ("random", "cem", "sac", "sac_guided_cem")
 PolicyName = Literal["random", "cem", "sac", "sac_guided_cem"]
+
+
+MAX_SEED = 2**31 - 1  # seeds get offsets added (test environments, restarts, collectors); dm_control takes < 2**32
 
 
 class ConfigError(ValueError):
@@ -52,7 +57,7 @@ class EnvConfig:
         _positive("env.time_limit", self.time_limit)
         _positive("env.image_size", self.image_size)
         _positive("env.shadow_size", self.shadow_size)
-        _non_negative("env.seed", self.seed)
+        _in_range("env.seed", self.seed, low=0, high=MAX_SEED)
         if self.shadow_size is not None and not self.task.startswith("dmc:"):
             raise ConfigError(f"env.shadow_size={self.shadow_size}: applies to dm_control tasks only (env.task={self.task!r})")
 
@@ -294,7 +299,7 @@ class Config:
             _record(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
         _record("model.overshooting_distance", "<= data.chunk_length - 2")
         _record("sac.catchup_rounds", "not with optim.strategy=multi_worker")
-        _non_negative("seed", self.seed)
+        _in_range("seed", self.seed, low=0, high=MAX_SEED)
         _record("optim.accumulate", "divides data.batch_size")
         if self.data.batch_size % self.optim.accumulate:
             raise ConfigError(f"optim.accumulate={self.optim.accumulate} splits each batch into equal micro-batches, "
@@ -352,6 +357,8 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
             node = node[part]
         if parts[-1] not in node:
             raise ConfigError(f"--set {_cut(key, 60)}: " + _unknown_key(key, list(node)))
+        if isinstance(node[parts[-1]], dict) and isinstance(value, Mapping):
+            value = {**node[parts[-1]], **value}  # `--set env={action_repeat: 3}` sets that key, not the section
         node[parts[-1]] = value
     return from_dict(data, source="--set")
 
@@ -434,12 +441,34 @@ class _ConfigLoader(yaml.SafeLoader):
 
     _source: str  # what the text is (named in errors), set by load_yaml
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A key written twice is refused: YAML would keep the last silently (a second `data:` section dropping
+        the first's settings)."""
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"{self._source}: the key {_show(key)} is written twice (line "
+                                  f"{key_node.start_mark.line + 1}); keep one")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise ConfigError(f"{self._source}: YAML aliases are not allowed in configs (*{_cut(event.anchor, 40)} "
                               f"at line {event.start_mark.line + 1}); write the value out")
         return super().compose_node(parent, index)
+
+
+# YAML 1.2's floats: PyYAML follows YAML 1.1, where `1e-4` and `3e6` (no dot) are strings.
+_ConfigLoader.yaml_implicit_resolvers = {first: list(resolvers) for first, resolvers
+                                         in yaml.SafeLoader.yaml_implicit_resolvers.items()}  # not SafeLoader's lists
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def load_yaml(text: str, source: str) -> Any:
@@ -580,16 +609,16 @@ def _record(key: str, allowed: str) -> None:
 
 
 def _positive(key: str, value: float | None) -> None:
-    """value > 0 (None passes: optional keys)."""
+    """value > 0 and finite (None passes: optional keys)."""
     _record(key, "> 0")
-    if value is not None and not value > 0:
+    if value is not None and not 0 < value < math.inf:
         raise ConfigError(f"{key}={value}: must be > 0")
 
 
 def _non_negative(key: str, value: float | None) -> None:
-    """value >= 0 (None passes: optional keys)."""
+    """value >= 0 and finite (None passes: optional keys)."""
     _record(key, ">= 0")
-    if value is not None and not value >= 0:
+    if value is not None and not 0 <= value < math.inf:
         raise ConfigError(f"{key}={value}: must be >= 0")
 
 
@@ -604,7 +633,7 @@ def _in_range(key: str, value: float, low: float | None = None, high: float | No
         allowed = " and ".join(parts)
     _record(key, allowed)
     too_low = low is not None and (value <= low if low_open else value < low)
-    if too_low or (high is not None and value > high):
+    if too_low or (high is not None and value > high) or not math.isfinite(value):
         raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
 
 

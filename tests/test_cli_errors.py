@@ -71,6 +71,7 @@ def test_set_with_a_wrong_value_is_one_line_too(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["collect", "--seed", "-1"], "argument --seed: -1 must be >= 0"),
     (["evaluate", "--logdir", "x", "--seed", "-2"], "argument --seed: -2 must be >= 0"),
+    (["collect", "--seed", "5000000000"], "argument --seed: 5000000000 must be <= 2147483647"),  # dm_control: 2**32
     (["collect", "--action-repeat", "0"], "argument --action-repeat: 0 must be >= 1"),
     (["collect", "--time-limit", "two"], "argument --time-limit: 'two' is not a whole number"),
 ])

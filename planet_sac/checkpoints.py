@@ -302,6 +302,14 @@ def quarantine(directory: str, prefixes: Sequence[str]) -> None:
         log.warning("moved damaged checkpoint %s to %s/", _name(prefix), target)
 
 
+def compile_patterns(patterns: Sequence[str]) -> list[re.Pattern]:
+    """--include/--exclude regular expressions; a bad one is one CheckpointError line."""
+    try:
+        return [re.compile(pattern) for pattern in patterns]
+    except re.error as error:
+        raise CheckpointError(f"invalid pattern: {error}") from None
+
+
 def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: Sequence[str] = (".*",),
                      exclude: Sequence[str] = (), never: Sequence[str] = ()) -> RestoreReport:
     """Restores the variables whose names match an include pattern and no exclude pattern.
@@ -314,11 +322,7 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
     checkpoint or has another shape. Reads through `read_checkpoint` (verified, with fallback).
     """
     include = list(include) or [".*"]
-    try:
-        include_re = [re.compile(p) for p in include]
-        exclude_re = [re.compile(p) for p in [*exclude, *never]]
-    except re.error as error:
-        raise CheckpointError(f"invalid pattern: {error}") from None
+    include_re, exclude_re = compile_patterns(include), compile_patterns([*exclude, *never])
 
     for pattern, regex in zip(include, include_re):
         if not any(regex.match(name) for name in variables):

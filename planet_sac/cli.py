@@ -297,13 +297,17 @@ def _collect(args: argparse.Namespace) -> int:
         raise ConfigError(f"--policy {args.policy} needs --checkpoint LOGDIR of a trained run")
     if args.reload_every is not None and not args.checkpoint:
         raise ConfigError("--reload-every needs --checkpoint LOGDIR of a training run")
+    if args.per_checkpoint and args.reload_every is None:
+        raise ConfigError("--per-checkpoint needs --checkpoint LOGDIR and --reload-every SECONDS (how often to look "
+                          "for the next checkpoint)")
     if args.checkpoint:
         return _collect_with_run(args)
     if not args.task:
         raise ConfigError("--task is required for random collection, e.g. --task gym:Pendulum-v1")
     if args.episodes is None:
         raise ConfigError("--episodes forever needs --checkpoint (random collection is for a fixed number of episodes)")
-    load_config(None, args.set)  # checked before anything is written
+    # Checked before anything is written, with the task and observations the flags give.
+    load_config(None, [f"env.task={args.task}", f"env.obs={args.obs or 'image'}", *args.set])
     for item in args.set:
         if item.split("=", 1)[0].strip() not in RANDOM_COLLECTION_KEYS:
             raise ConfigError(f"--set {item}: random collection takes only {', '.join(RANDOM_COLLECTION_KEYS)}; set the "

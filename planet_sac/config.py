@@ -56,6 +56,10 @@ class EnvConfig:
         _positive("env.num_envs", self.num_envs)
         _positive("env.time_limit", self.time_limit)
         _positive("env.image_size", self.image_size)
+        _record("env.image_size", "64 with env.obs=image")
+        if self.obs == "image" and self.image_size != 64:
+            raise ConfigError(f"env.image_size={self.image_size}: image observations are 64x64 for PlaNet's conv "
+                              "encoder and decoder; use env.image_size=64")
         _positive("env.shadow_size", self.shadow_size)
         _in_range("env.seed", self.seed, low=0, high=MAX_SEED)
         if self.shadow_size is not None and not self.task.startswith("dmc:"):

@@ -133,6 +133,37 @@ def test_chunks_longer_than_the_collected_episodes_are_refused_before_the_run_is
     assert not os.path.exists(logdir)
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--per-checkpoint"], "--per-checkpoint needs --checkpoint LOGDIR and --reload-every SECONDS"),
+    (["--set", "env.shadow_size=1024"], "env.shadow_size=1024: applies to dm_control tasks only"),
+    (["--set", "env.image_size=32"], "env.image_size=32: image observations are 64x64"),
+])
+def test_random_collection_refuses_bad_inputs_before_making_the_outdir(extra, message, tmp_path, capsys):
+    outdir = tmp_path / "out"
+    assert main(["collect", "--task", "gym:Pendulum-v1", "--episodes", "1", "--outdir", str(outdir), *extra]) == 2
+    assert message in one_line_error(capsys, "collect")
+    assert not outdir.exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--set", "env.obs=image", "--set", "env.image_size=32"], "env.image_size=32: image observations are 64x64"),
+    (["--offline-data", "{tmp}/no_such_folder"], "no_such_folder is not a directory of episodes"),
+    (["--restore-from", "{tmp}/no_such_run"], "no checkpoint at"),
+    (["--restore-from", "{source}", "--include", "["], "invalid pattern"),
+])
+def test_train_refuses_bad_inputs_before_making_the_logdir(extra, message, tmp_path, capsys):
+    """These used to fail after LOGDIR and its run.lock (and an events file) were made."""
+    source = tmp_path / "source"
+    if "{source}" in extra:
+        assert main(["train", "--config", SMOKE, "--logdir", str(source), "--train-steps", "0", "--quiet"]) == 0
+        capsys.readouterr()
+    logdir = tmp_path / "run"
+    argv = [item.format(tmp=tmp_path, source=source) for item in extra]
+    assert main(["train", "--config", SMOKE, "--logdir", str(logdir), *argv, "--quiet"]) == 2
+    assert message in one_line_error(capsys, "train")
+    assert not logdir.exists()
+
+
 def test_chunks_longer_than_the_tasks_own_episodes_are_refused_too(tmp_path, capsys):
     """env.time_limit=null: Pendulum-v1's registered 200 steps at action repeat 2 are 100 agent steps (101 with the
     first observation); the loader used to wait for episodes of 102 steps and then fail."""

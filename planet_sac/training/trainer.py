@@ -32,7 +32,8 @@ from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
-from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
+from planet_sac.checkpoints import (Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve,
+                                    restore_filtered)
 from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
@@ -111,7 +112,6 @@ class Counters(tf.Module):
             self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
 
 
-
 def _episode_summary(path: str) -> dict | None:
     """The return and length of a training episode on disk, as the Actor reports them; None if it cannot be read."""
     try:
@@ -160,6 +160,12 @@ class Trainer:
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
+        # Checked before the logdir is made: a failed start leaves nothing behind.
+        if self.offline and not tf.io.gfile.isdir(self.train_dir):
+            raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
+        if restore_from and latest_checkpoint(self.logdir) is None:  # a run that resumes ignores --restore-from
+            resolve(restore_from)
+            compile_patterns([*include, *exclude])
         prepare_logdir(self.logdir)
         self.lock = lock_run(self.logdir)  # one learner per run directory, until close()
 
@@ -198,8 +204,6 @@ class Trainer:
         Offline data too is read in the task's format: files in another (a different action size or
         observation shape) are skipped and counted by the replay, never taken as the format.
         """
-        if self.offline and not tf.io.gfile.isdir(self.train_dir):
-            raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
         env = self._train_envs() if self.collects else self._test_env()
         obs_space = cast(spaces.Box, env.observation_space[self.config.env.obs])  # make_env's: a Dict of Boxes
         shapes = tuple(obs_space.shape), int(env.action_space.shape[0])

@@ -315,13 +315,31 @@ def time_loader(episodes: int, length: int, batch: int, chunk: int, batches: int
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def run_peer(python: str, batch: int, length: int, reps: int, plan: bool) -> dict:
-    """mbrl-lib PlaNet's update (and, if `plan`, CEM action) times, in seconds."""
+def check_peer(python: str, size: str) -> None:
+    """Fails before any timing if `--peer` cannot run: the peer always times PlaNet's full sizes, its script must
+    be there, and `python` must import mbrl-lib."""
+    if size != "full":
+        raise ConfigError(f"--peer times mbrl-lib's PlaNet at PlaNet's full sizes; use it with --size full, not {size}")
     if not os.path.exists(PEER_SCRIPT):
         raise ConfigError(f"{PEER_SCRIPT} not found: run planet-sac bench --peer from the repository root")
+    try:
+        probe = subprocess.run([python, "-c", "import mbrl, torch"], capture_output=True, text=True, timeout=300)
+    except OSError as error:
+        raise ConfigError(f"--peer {python}: cannot run it ({error.strerror or error})") from None
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"--peer {python} cannot import mbrl-lib and torch ({last[:160]}); see {PEER_SCRIPT}'s README")
+
+
+def run_peer(python: str, batch: int, length: int, reps: int, plan: bool) -> dict:
+    """mbrl-lib PlaNet's update (and, if `plan`, CEM action) times, in seconds."""
     command = [python, PEER_SCRIPT, "--action-dim", str(ACTION_SIZE), "--batch", str(batch), "--seq", str(length),
                "--train-reps", str(reps), "--plan-reps", str(reps)] + ([] if plan else ["--skip-plan"])
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"the peer benchmark failed (exit status {done.returncode}): {last[:200]}")
+    out = done.stdout
     train = re.search(r"TRAIN .*?median ([\d.]+)\s?s", out)
     if train is None:
         raise RuntimeError(f"unexpected output of the peer benchmark: {out[-300:]!r}")

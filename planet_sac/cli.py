@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from typing import Sequence
 
@@ -405,6 +406,8 @@ def _bench(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reps={args.reps}: must be >= 1")
     if args.json:
         check_output_file(args.json, "--json")  # before the minutes of timing, not after
+    if args.peer:
+        benchmark.check_peer(args.peer, args.size)
     results = benchmark.run(args.size, args.reps, args.peer)
     print(benchmark.table(results))
     if args.json:
@@ -461,8 +464,8 @@ def _plot_scores(args: argparse.Namespace, scores: list[str]) -> int:
 
     if len(scores) != len(args.logdirs):
         raise ConfigError("plot either run directories or score files (.json.gz), not both at once")
-    if args.budget is not None and not args.budget > 0:
-        raise ConfigError(f"--budget {args.budget:g}: must be > 0 env steps")
+    if args.budget is not None and not 0 < args.budget < math.inf:
+        raise ConfigError(f"--budget {args.budget:g}: must be a number of env steps > 0")
     figure = plot_scores(scores, args.out, args.baselines, bin_size=args.bin, budget=args.budget)
     plt.close(figure)
     print(f"wrote {args.out}")

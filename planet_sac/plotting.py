@@ -14,6 +14,7 @@ bin them, then mean and standard deviation over seeds, with baseline files besid
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Sequence
 
@@ -259,6 +260,9 @@ def score_curves(records: Sequence[dict], bin_size: float, budget: float) -> dic
     return curves
 
 
+MAX_BINS = 10_000  # points per curve of a score plot: far beyond what a panel shows
+
+
 def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] = (), bin_size: float = 10_000,
                 budget: float | None = None, columns: int = 3):
     """One panel per task of `score_files`: every method's mean over seeds with ± 1 std, baselines beside ours.
@@ -273,8 +277,8 @@ def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] =
     import matplotlib.pyplot as plt
 
     check_output_file(out, "--out")
-    if not bin_size > 0:
-        raise ConfigError(f"--bin {bin_size:g}: must be > 0 env steps")
+    if not 0 < bin_size < math.inf:
+        raise ConfigError(f"--bin {bin_size:g}: must be a number of env steps > 0")
     ours = [record for path in score_files for record in _existing_scores(path)]
     if not ours:
         raise ConfigError(f"no records in {', '.join(score_files)}; let `planet-sac suite` finish a run first")
@@ -283,6 +287,8 @@ def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] =
     if budget is None:
         budget = max((max(record["xs"]) for record in ours if record["xs"]), default=bin_size)
     own_methods = sorted({str(record["method"]) for record in ours})
+    if budget / bin_size > MAX_BINS:
+        raise ConfigError(f"--bin {bin_size:g} cuts {budget:g} env steps into more than {MAX_BINS} bins; use a wider --bin")
     curves = score_curves(ours + [r for r in others if r["task"] in tasks], bin_size, budget)
     methods = own_methods + sorted({method for _, method in curves} - set(own_methods))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -258,3 +258,24 @@ def test_suite_table_mean_of_tasks_counts_only_seeds_that_finished_every_task(tm
     assert suite_table.task_means_by_seed(rows) == {"out": {0: 150.0, 1: 250.0}}
     assert suite_table.summary_table(rows).split("\n")[-1] == \
         "| out | mean of tasks (seed 0 150.0, seed 1 250.0) | 2 | 200.0 ± 50.0 |"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "tiny", "--peer", sys.executable], "use it with --size full"),
+    (["--peer", "/no/such/python"], "--peer /no/such/python: cannot run it"),
+    (["--peer", sys.executable], "cannot import mbrl-lib and torch"),
+])
+def test_a_peer_that_cannot_run_is_refused_before_any_timing(argv, message, capsys, monkeypatch):
+    """The peer used to fail with a traceback after all our timings; with --size tiny it timed unlike models."""
+    import importlib.util
+
+    import planet_sac.benchmark
+    from planet_sac.cli import main
+
+    if "mbrl-lib" in message and importlib.util.find_spec("mbrl"):
+        pytest.skip("this Python has mbrl-lib")
+    monkeypatch.setattr(planet_sac.benchmark, "run", lambda *args: pytest.fail("timed before checking --peer"))
+    monkeypatch.setattr(planet_sac.benchmark, "PEER_SCRIPT", __file__)  # present: the other checks are reached
+    assert main(["bench", *argv]) == 2
+    assert message in capsys.readouterr().err
+

@@ -106,6 +106,9 @@ def test_cli_plots_score_files_and_refuses_mixtures(tmp_path, capsys):
     (tmp_path / "folder.png").mkdir()
     assert main(["plot", ours, "--out", str(tmp_path / "folder.png")]) == 2
     assert "is a folder; give a file name" in capsys.readouterr().err
+    for flag, value in (("--bin", "inf"), ("--bin", "nan"), ("--budget", "inf"), ("--bin", "1e-300")):
+        assert main(["plot", ours, "--out", str(out), flag, value]) == 2, (flag, value)  # a traceback, or all memory
+        assert f"{flag} " in capsys.readouterr().err
 
 
 def test_bad_score_files_are_one_line_errors(tmp_path):

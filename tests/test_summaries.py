@@ -118,3 +118,18 @@ def test_free_nats_clipped_counts_kl_values_below_free_nats(monkeypatch):
     batch = {key: tf.constant(value) for key, value in state_batch(length=3).items()}
     _, metrics, _ = model.loss(batch, model.sample_noise(tf.random.Generator.from_seed(0), 4, 3))
     assert float(metrics["model/free_nats_clipped"]) == pytest.approx(7 / 12)  # 3 + 0 + 2 + 2 of 12 steps below 1 nat
+
+
+def test_open_loop_truth_is_what_the_decoder_is_trained_towards():
+    """The truth panel is the 5-bit bin's centre (PlaNet's target, noise averaged out), not x / 255: a perfect
+    model used to show an error of up to 1/64 per pixel."""
+    from planet_sac.diagnostics import open_loop
+
+    config = load_config(SMOKE, ["model.cnn_depth=4"]).model
+    model = WorldModel(config, "image", (64, 64, 3), 1, precision="float32")
+    image = np.zeros((1, 4, 64, 64, 3), np.uint8)
+    image[..., 0], image[..., 1], image[..., 2] = 200, 7, 255
+    truth, predicted = open_loop(model, {"image": image, "action": np.zeros((1, 4, 1), np.float32)}, context=2)
+    # By hand: floor(200 / 8) = 25 -> 25.5 / 32; floor(7 / 8) = 0 -> 0.5 / 32; floor(255 / 8) = 31 -> 31.5 / 32.
+    np.testing.assert_allclose(truth[0, 0, 0], [25.5 / 32, 0.5 / 32, 31.5 / 32])
+    assert truth.shape == predicted.shape == (4, 64, 64, 3)

@@ -52,6 +52,11 @@ def read_curves(logdir: str) -> dict[str, Curve]:
     for key, by_x in points.items():
         xs = np.array(sorted(by_x), np.float64)
         curves[key] = (xs, np.array([by_x[x] for x in sorted(by_x)], np.float64))
+    if "test/return" in curves and not any(key.startswith(POLICY_RETURN) for key in curves):
+        # Runs from before test/return/<policy> logged only test/return, their policy.test's: drawn beside newer runs.
+        policy = _run_setting(logdir, "policy", "test")
+        if policy:
+            curves[POLICY_RETURN + policy] = curves["test/return"]
     return curves
 
 
@@ -60,10 +65,13 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
     values = np.asarray(values, np.float64)
     if window <= 1 or len(values) == 0:
         return values
-    sums = np.cumsum(np.insert(values, 0, 0.0))
+    finite = np.isfinite(values)  # a NaN (from another tool's file) leaves a gap, not NaN everywhere after it
+    sums = np.cumsum(np.insert(np.where(finite, values, 0.0), 0, 0.0))
+    counts = np.cumsum(np.insert(finite.astype(np.float64), 0, 0.0))
     ends = np.arange(1, len(values) + 1)
     starts = np.maximum(ends - window, 0)
-    return (sums[ends] - sums[starts]) / (ends - starts)
+    used = counts[ends] - counts[starts]
+    return np.where(used > 0, (sums[ends] - sums[starts]) / np.maximum(used, 1), np.nan)
 
 
 def mean_and_std(curves: Sequence[Curve]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -92,18 +100,22 @@ def run_labels(logdirs: Sequence[str]) -> list[str]:
     return [str(index) for index in range(len(logdirs))]
 
 
-def _task(logdir: str) -> str | None:
-    """`task (obs)` from the run's config.yaml, if it has one."""
+def _run_setting(logdir: str, section: str, key: str) -> str | None:
+    """A string setting of the run's config.yaml (`env.task`, `policy.test`), if it has one."""
     from planet_sac.config import ConfigError, load_yaml
 
     try:
         with open(os.path.join(logdir, "config.yaml"), "rb") as file:
-            env = (load_yaml(file.read().decode("utf-8"), "config.yaml") or {}).get("env", {})
-        if not isinstance(env["task"], str) or not isinstance(env["obs"], str):
-            return None
-        return f"{env['task'][:60]} ({env['obs'][:20]})"
+            value = (load_yaml(file.read().decode("utf-8"), "config.yaml") or {}).get(section, {})[key]
+        return value[:60] if isinstance(value, str) else None
     except (OSError, KeyError, TypeError, AttributeError, UnicodeDecodeError, ConfigError):
         return None
+
+
+def _task(logdir: str) -> str | None:
+    """`task (obs)` from the run's config.yaml, if it has one."""
+    task, obs = _run_setting(logdir, "env", "task"), _run_setting(logdir, "env", "obs")
+    return f"{task} ({obs[:20]})" if task and obs else None
 
 
 def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[str, dict[str, Curve]]:
@@ -161,7 +173,7 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
                 suffix = f" {policy}" if policy else ""
                 axis.plot(x, mean, color=shade, linewidth=2.2, label=f"mean of {len(drawn)} runs{suffix}")
                 axis.fill_between(x, mean - std, mean + std, color=shade, alpha=0.15,
-                                  label=f"± 1 std across runs{suffix}")
+                                  label=f"± 1 std across runs (population){suffix}")
             drawn_any = drawn_any or bool(drawn)
         if not drawn_any:
             axis.text(0.5, 0.5, f"no {name} logged yet", ha="center", va="center", transform=axis.transAxes)
@@ -313,7 +325,7 @@ def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] =
         axis.set_ylabel("test return")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    title = f"mean ± 1 std over seeds, each seed binned to {bin_size:g} env steps"
+    title = f"mean ± 1 std (population) over seeds, each seed binned to {bin_size:g} env steps"
     figure.suptitle(title if columns > 1 else title.replace(", ", ",\n"), fontsize=10)  # one panel: two lines fit
     figure.tight_layout()
     figure.savefig(out, dpi=110)

@@ -55,6 +55,9 @@ def test_smoothing_and_mean_across_runs_match_numpy():
     np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
     np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 3), [1.0, 2.0, 3.0, 5.0])
     np.testing.assert_array_equal(smooth(np.array([1.0, 3.0]), 1), [1.0, 3.0])
+    # A NaN is left out of its windows (by hand: [1], [1, nan], [nan, 5], [5, 7]), not spread to every later point.
+    np.testing.assert_allclose(smooth(np.array([1.0, np.nan, 5.0, 7.0]), 2), [1.0, 1.0, 5.0, 6.0])
+    assert np.isnan(smooth(np.array([np.nan, np.nan, 2.0]), 2)[1])
     a = (np.array([0.0, 10.0, 20.0]), np.array([0.0, 10.0, 20.0]))
     b = (np.array([5.0, 25.0]), np.array([0.0, 20.0]))  # covers 5..25: the common range is 5..20
     x, mean, std = mean_and_std([a, b])
@@ -137,3 +140,14 @@ def test_read_metrics_keeps_whole_records_and_skips_a_partial_last_line(tmp_path
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1, "loss/total": 2.5}\n[1, 2]\n{"step": 2, "loss/total": 2.0}\n{"step": 3, "loss/to')
     assert read_metrics(str(path)) == [{"step": 1, "loss/total": 2.5}, {"step": 2, "loss/total": 2.0}]
+
+
+def test_an_old_run_with_only_test_return_is_drawn_as_its_test_policy(tmp_path):
+    """Runs from before test/return/<policy> logged test/return only: read as their policy.test's curve, so a plot
+    with a newer run (which logs test/return/sac) no longer leaves the old run's test curve out."""
+    old = write_run(tmp_path / "old", [{"step": 10, "phase": "test", "env_steps": 1000, "test/return": 5.0}])
+    (tmp_path / "old" / "config.yaml").write_text("policy:\n  test: sac\n")
+    curves = read_curves(old)
+    np.testing.assert_array_equal(curves["test/return/sac"][1], [5.0])
+    np.testing.assert_array_equal(curves["test/return"][1], [5.0])
+

@@ -312,10 +312,14 @@ class GymEnv(SimEnv):
                 f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
                 "e.g. 'gym:Pendulum-v1', or 'gym:<module>:<id>' for an id your module registers"
             ) from None
-        can_render = "rgb_array" in _render_modes(spec)
-        self.render_mode = "rgb_array" if can_render else None
-        kwargs: dict[str, Any] = {"render_mode": "rgb_array"} if can_render else {}
-        self._env = gymnasium.make(env_id, max_episode_steps=-1, **kwargs)
+        try:  # loading the environment's module imports what it needs (Box2D, pygame, ...)
+            can_render = "rgb_array" in _render_modes(spec)
+            self.render_mode = "rgb_array" if can_render else None
+            kwargs: dict[str, Any] = {"render_mode": "rgb_array"} if can_render else {}
+            self._env = gymnasium.make(env_id, max_episode_steps=-1, **kwargs)
+        except gymnasium.error.DependencyNotInstalled as err:
+            message = " ".join(str(err).split())
+            raise MissingPackageError(f"gym:{name} needs a package that is not installed: {message}") from None
         action_space = self._env.action_space
         if not isinstance(action_space, spaces.Box):
             raise ConfigError(

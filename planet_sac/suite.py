@@ -353,6 +353,10 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
         # From the seed episodes alone (the oldest files): a resumed run aims at the updates of an uninterrupted one.
         seeds, seed_agent_steps = episode_stats(trainer.train_dir, oldest=config.data.seed_episodes)
         train_steps = train_steps_for(config, env_steps, seeds, seed_agent_steps)
+        if train_steps == 0:
+            raise ConfigError(f"--env-steps {env_steps}: the {seeds} seed episodes of {spec.task} alone hold "
+                              f"{seed_agent_steps * config.env.action_repeat} env steps, so nothing would be trained; "
+                              "ask for more (the run directory keeps them)")
         while True:
             trainer.run(train_steps)
             if int(trainer.counters.step.numpy()) < train_steps:  # SIGINT/SIGTERM: checkpointed, the next call resumes

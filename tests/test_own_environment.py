@@ -172,6 +172,8 @@ def test_dict_observations_that_cannot_be_mapped_get_one_line(module_dir, task, 
     ("gym:no_such_module_xyz:Any-v0", "no module named 'no_such_module_xyz'"),
     ("gym:registers_nothing:Missing-v0", "did not register 'Missing-v0' (it registers Other-v0)"),
     ("gym:fails_to_import:Any-v0", "importing module 'fails_to_import' failed: ZeroDivisionError"),
+    ("gym:needs_a_package:NeedsBox-v0",  # as LunarLander without Box2D: it used to be a traceback
+     "gym:needs_a_package:NeedsBox-v0 needs a package that is not installed: Box2D is not installed"),
 ])
 def test_module_errors_are_one_line_from_the_command_line(module_dir, tmp_path, capsys, task, words):
     write_module(module_dir, "registers_nothing", """
@@ -179,11 +181,37 @@ def test_module_errors_are_one_line_from_the_command_line(module_dir, tmp_path, 
         gymnasium.register("Other-v0", entry_point="gymnasium.envs.classic_control:PendulumEnv")
     """)
     write_module(module_dir, "fails_to_import", "x = 1 / 0\n")
+    write_module(module_dir, "needs_a_package", """
+        import gymnasium
+        gymnasium.register("NeedsBox-v0", entry_point="needs_box_impl:Lander")
+    """)
+    write_module(module_dir, "needs_box_impl", """
+        import gymnasium
+        raise gymnasium.error.DependencyNotInstalled("Box2D is not installed, run `pip install swig`")
+    """)
     outdir = tmp_path / "episodes"
     status = main(["collect", "--task", task, "--obs", "state", "--episodes", "1", "--outdir", str(outdir),
                    "--set", "env.num_envs=2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and words in err[0], err
+
+
+def test_a_train_that_fails_at_its_environment_leaves_no_folder(module_dir, tmp_path, capsys):
+    """A missing package shows only when the environment is built, after the logdir is made: it used to leave a
+    folder holding run.lock alone, which `evaluate` then called 'not a training run'."""
+    write_module(module_dir, "needs_a_package", """
+        import gymnasium
+        gymnasium.register("NeedsBox-v0", entry_point="needs_box_impl:Lander")
+    """)
+    write_module(module_dir, "needs_box_impl", """
+        import gymnasium
+        raise gymnasium.error.DependencyNotInstalled("Box2D is not installed")
+    """)
+    logdir = tmp_path / "run"
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--set",
+                 "env.task=gym:needs_a_package:NeedsBox-v0", "--set", "env.obs=state", "--quiet"]) == 2
+    assert "needs a package that is not installed" in capsys.readouterr().err
+    assert not logdir.exists()
 
 
 BROKEN_ENV = """

@@ -120,6 +120,10 @@ def test_a_resumed_run_aims_at_the_updates_of_an_uninterrupted_one(tmp_path, mon
     start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     for index, length in enumerate([20, 20, 50, 50, 50, 50, 50]):  # smoke: 2 seed episodes, then 5 collections
         open(os.path.join(folder, episode_filename(length, now=start + dt.timedelta(seconds=index))), "w").close()
+    with pytest.raises(ConfigError, match=r"--env-steps 80: the 2 seed episodes of gym:Pendulum-v1 alone hold 80 env "
+                                          r"steps, so nothing would be trained"):
+        suite.run_one(spec, SMOKE, env_steps=80, progress=False)  # used to crash after evaluating, reading no metrics
+    assert aimed == []
     with pytest.raises(Stop):
         suite.run_one(spec, SMOKE, env_steps=1000, progress=False)
     config = load_config(SMOKE)
@@ -350,3 +354,15 @@ def test_a_stopped_run_of_another_config_is_refused_before_the_first_run_starts(
     with pytest.raises(ConfigError, match=r"seed1 was started with another config \(changed: model.deter_size"):
         suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT, progress=False)
     assert not (out / "runs" / "gym_Pendulum-v1" / "seed0").exists()  # seed 0 comes first and did not start
+
+
+def test_several_action_repeats_follow_one_flag(tmp_path, monkeypatch):
+    """`--action-repeat A=2 B=4`, as `--tasks A B`; it used to be refused as unrecognized arguments."""
+    from planet_sac.cli import main
+
+    seen = {}
+    monkeypatch.setattr(suite, "run_suite", lambda *args, **kwargs: seen.update(kwargs) or [])
+    assert main(["suite", "--config", SMOKE, "--tasks", "gym:Pendulum-v1", "dmc:hopper-hop", "--seeds", "0",
+                 "--env-steps", "1000", "--out", str(tmp_path / "out"), "--action-repeat", "gym:Pendulum-v1=2",
+                 "dmc:hopper-hop=4", "--action-repeat", "gym:Other-v0=3"]) == 0
+    assert seen["explicit_repeats"] == ["gym:Pendulum-v1=2", "dmc:hopper-hop=4", "gym:Other-v0=3"]

@@ -41,7 +41,7 @@ from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episo
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
-from planet_sac.training.run_dir import check_config_change, episode_stats, lock_run, prepare_logdir
+from planet_sac.training.run_dir import LOCK_FILE, check_config_change, episode_stats, lock_run, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
@@ -111,6 +111,14 @@ class Counters(tf.Module):
             self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
 
 
+def _remove_if_only(folder: str, names: set[str]) -> None:
+    """Removes `folder` if it holds nothing but files named in `names` (and empty folders)."""
+    for _, _, files in tf.io.gfile.walk(folder):
+        if set(files) - names:
+            return
+    tf.io.gfile.rmtree(folder)
+
+
 def _episode_summary(path: str) -> dict | None:
     """The return and length of a training episode on disk, as the Actor reports them; None if it cannot be read."""
     try:
@@ -165,6 +173,7 @@ class Trainer:
         if restore_from and latest_checkpoint(self.logdir) is None:  # a run that resumes ignores --restore-from
             resolve(restore_from)
             compile_patterns([*include, *exclude])
+        created = not tf.io.gfile.exists(self.logdir)
         prepare_logdir(self.logdir)
         self.lock = lock_run(self.logdir)  # one learner per run directory, until close()
 
@@ -193,6 +202,8 @@ class Trainer:
             self.start_message = self._restore(restore_from, include, exclude)
         except BaseException:
             self.close()
+            if created:  # a start that failed before writing anything (e.g. a missing package) leaves no folder
+                _remove_if_only(self.logdir, {LOCK_FILE})
             raise
 
     # ------------------------------------------------------------------ setup

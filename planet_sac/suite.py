@@ -298,16 +298,18 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
     """{policy: returns and seconds}: the headline policy on `episodes` episodes, every other policy on `compare_episodes`.
 
     One agent restored from the run's latest checkpoint acts with each policy in turn (switching the
-    policy does not retrace it), each in a new environment of the same seed, so every policy meets the
-    same episode starts (as `planet-sac evaluate` with one `--seed`).
+    policy does not retrace it), each in a new environment whose episode k is seeded with `seed + k`,
+    so every policy meets the same episode starts (as `planet-sac evaluate` with one `--seed`).
     """
     import numpy as np
 
     from planet_sac.acting.actor import TEST, Actor
+    from planet_sac.acting.evaluation import SeededResets
     from planet_sac.agent import load_agent
     from planet_sac.envs import make_env
 
     config, agent, env, step = load_agent(logdir, (), seed)
+    env = SeededResets(env, seed)
     results = {}
     plan = [(headline, episodes)] + [(name, compare_episodes) for name in POLICIES if name != headline]
     try:
@@ -315,8 +317,9 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
             if count < 1:
                 continue
             if env is None:
-                env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
-                               config.env.image_size, config.env.shadow_size)
+                env = SeededResets(make_env(config.env.task, config.env.obs, config.env.action_repeat,
+                                            config.env.time_limit, seed, config.env.image_size,
+                                            config.env.shadow_size), seed)
             agent.policy.set_policies(test=policy)
             start = time.perf_counter()
             actor = Actor(env, agent.policy, TEST)

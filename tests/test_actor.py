@@ -195,7 +195,7 @@ def test_evaluation_seeds_every_episode_so_each_policy_meets_the_same_start_stat
     reset seeded, the second episode's start would depend on the first episode's actions."""
     import gymnasium
 
-    from planet_sac.acting.evaluation import _SeededResets
+    from planet_sac.acting.evaluation import SeededResets
 
     class DrawsWhileStepping(gymnasium.Env):
         observation_space = gymnasium.spaces.Box(-1.0, 1.0, (1,))
@@ -211,7 +211,7 @@ def test_evaluation_seeds_every_episode_so_each_policy_meets_the_same_start_stat
             return np.zeros(1), 0.0, False, True, {}
 
     def starts(action: float) -> list[float]:
-        env = _SeededResets(DrawsWhileStepping(), seed=7)
+        env = SeededResets(DrawsWhileStepping(), seed=7)
         values = []
         for _ in range(3):
             obs, _ = env.reset()

@@ -366,3 +366,15 @@ def test_several_action_repeats_follow_one_flag(tmp_path, monkeypatch):
                  "--env-steps", "1000", "--out", str(tmp_path / "out"), "--action-repeat", "gym:Pendulum-v1=2",
                  "dmc:hopper-hop=4", "--action-repeat", "gym:Other-v0=3"]) == 0
     assert seen["explicit_repeats"] == ["gym:Pendulum-v1=2", "dmc:hopper-hop=4", "gym:Other-v0=3"]
+
+
+def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
+    """Episode k of every policy is seeded with seed + k, as `planet-sac evaluate --seed`: the suite's published
+    comparisons start where an evaluation of the same seed does (it used to seed only the first reset)."""
+    from planet_sac.acting.evaluation import evaluate
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    results = suite.final_evaluation(str(run), "random", seed=5, episodes=3, compare_episodes=0)
+    assert list(results) == ["random"]
+    assert results["random"]["returns"] == evaluate(str(run), 3, "random", seed=5)["returns"]

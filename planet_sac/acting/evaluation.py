@@ -34,7 +34,7 @@ def check_run(logdir: str, video: str | None = None) -> None:
         check_output_file(video, "--video")
 
 
-class _SeededResets(gymnasium.Wrapper):
+class SeededResets(gymnasium.Wrapper):
     """Seeds every reset that is not given its own seed: `seed`, `seed + 1`, ... (from `seed` again after `reseed`).
 
     Each episode gets its own seed, so every policy compared meets the same start states even in environments
@@ -64,7 +64,7 @@ def evaluate_policies(logdir: str, episodes: int, policies: Sequence[str], seed:
     """
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
-    env = _SeededResets(env, seed)
+    env = SeededResets(env, seed)
     fresh_rng = agent.policy.rng.state.numpy()
     recorder = RecordFrames(env) if video else None
     try:

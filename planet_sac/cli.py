@@ -328,7 +328,7 @@ def _collect(args: argparse.Namespace) -> int:
 def _collect_with_run(args: argparse.Namespace) -> int:
     from planet_sac.acting.collector import Collector
     from planet_sac.checkpoints import find_run_config
-    from planet_sac.config import apply_overrides, load_config
+    from planet_sac.config import apply_overrides, check_override_keys
     from planet_sac.training.run_dir import prepare_logdir
 
     settings = list(args.set)
@@ -345,7 +345,7 @@ def _collect_with_run(args: argparse.Namespace) -> int:
         if given:
             raise ConfigError(f"{', '.join(given)}: {args.checkpoint} has no config yet to check them against; drop them "
                               "(a collector acts in its run's own task and settings)")
-        load_config(None, settings)  # key names and values checked now; against the run's config once it exists
+        check_override_keys(settings)  # names and types now; ranges and combinations against the run's config later
         wait = float("inf")  # a collector started before its learner waits for the run's first checkpoint
     if args.time_limit is not None:
         settings.append(f"env.time_limit={args.time_limit}")

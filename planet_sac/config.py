@@ -74,7 +74,7 @@ class DataConfig:
     chunk_length: int = 50  # time steps per sequence
     every: int = 10  # episodes yielded per scan of the directory (PlaNet's scan_episodes_every)
     max_episodes: int | None = None  # cache cap; oldest episodes are dropped first; None = keep all
-    wait_seconds: float = 60.0  # how long an empty directory is waited for before failing
+    wait_seconds: float = 60.0  # how long an empty directory is waited for before failing (.inf: forever)
     seed_episodes: int = 5  # random episodes collected before training starts
     test_seed_episodes: int = 5  # random episodes in test_episodes/, for the held-out model loss
 
@@ -83,7 +83,7 @@ class DataConfig:
         _in_range("data.chunk_length", self.chunk_length, low=2)
         _positive("data.every", self.every)
         _positive("data.max_episodes", self.max_episodes)
-        _non_negative("data.wait_seconds", self.wait_seconds)
+        _non_negative("data.wait_seconds", self.wait_seconds, allow_inf=True)
         _non_negative("data.seed_episodes", self.seed_episodes)
         _non_negative("data.test_seed_episodes", self.test_seed_episodes)
 
@@ -135,7 +135,7 @@ class OptimConfig:
     learning_rate: float = 1e-3  # Adam learning rate of the world model
     warmup_updates: int = 200  # linear learning-rate ramp from 0 (PlaNet: ramp 10000 samples / batch 50)
     adam_epsilon: float = 1e-4  # Adam epsilon
-    grad_clip: float = 1000.0  # global gradient norm is clipped to this
+    grad_clip: float = 1000.0  # global gradient norm is clipped to this (.inf: no clipping)
     accumulate: int = 1  # micro-batches whose gradients are averaged in-graph per update (lowers memory, same batch)
     jit_compile: bool = False  # compile the update with XLA (slower on CPU, docs/performance.md)
     precision: Literal["auto", "float32", "mixed_bfloat16"] = "auto"  # auto: mixed_bfloat16 (bf16 conv nets) with amx_bf16, or avx512_bf16 on AMD
@@ -146,7 +146,7 @@ class OptimConfig:
         _positive("optim.learning_rate", self.learning_rate)
         _non_negative("optim.warmup_updates", self.warmup_updates)
         _positive("optim.adam_epsilon", self.adam_epsilon)
-        _positive("optim.grad_clip", self.grad_clip)
+        _positive("optim.grad_clip", self.grad_clip, allow_inf=True)
         _positive("optim.accumulate", self.accumulate)
         _positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
         if self.jit_compile and self.strategy != "default":
@@ -347,6 +347,17 @@ def from_dict(data: Mapping[str, Any], source: str = "config") -> Config:
 
 def apply_overrides(config: Config, overrides: list[str]) -> Config:
     """Applies `section.key=value` strings; values are parsed as YAML scalars."""
+    return from_dict(_overridden(config, overrides), source="--set")
+
+
+def check_override_keys(overrides: list[str]) -> None:
+    """Fails on an unknown key or a value of the wrong type in `section.key=value` strings, before the config
+    they will apply to exists (a collector waiting for its run): ranges and combinations are checked then."""
+    _build(Config, _overridden(Config(), overrides), prefix="", source="--set")
+
+
+def _overridden(config: Config, overrides: list[str]) -> dict[str, Any]:
+    """`config` as a mapping with `overrides` applied (names checked, nothing validated)."""
     data = config.to_dict()
     for item in overrides:
         if "=" not in item:
@@ -364,7 +375,7 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
         if isinstance(node[parts[-1]], dict) and isinstance(value, Mapping):
             value = {**node[parts[-1]], **value}  # `--set env={action_repeat: 3}` sets that key, not the section
         node[parts[-1]] = value
-    return from_dict(data, source="--set")
+    return data
 
 
 def save_config(config: Config, path: str) -> None:
@@ -451,6 +462,8 @@ class _ConfigLoader(yaml.SafeLoader):
         seen: set = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, typing.Hashable):
+                break  # PyYAML refuses it in its own words
             if key in seen:
                 raise ConfigError(f"{self._source}: the key {_show(key)} is written twice (line "
                                   f"{key_node.start_mark.line + 1}); keep one")
@@ -612,18 +625,18 @@ def _record(key: str, allowed: str) -> None:
         _ranges[key] = f"{_ranges[key]} and {allowed}" if key in _ranges else allowed
 
 
-def _positive(key: str, value: float | None) -> None:
-    """value > 0 and finite (None passes: optional keys)."""
-    _record(key, "> 0")
-    if value is not None and not 0 < value < math.inf:
-        raise ConfigError(f"{key}={value}: must be > 0")
+def _positive(key: str, value: float | None, allow_inf: bool = False) -> None:
+    """value > 0, finite unless `allow_inf` (None passes: optional keys)."""
+    _record(key, "> 0 (.inf allowed)" if allow_inf else "> 0")
+    if value is not None and not (0 < value < math.inf or (allow_inf and value == math.inf)):
+        raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}> 0")
 
 
-def _non_negative(key: str, value: float | None) -> None:
-    """value >= 0 and finite (None passes: optional keys)."""
-    _record(key, ">= 0")
-    if value is not None and not 0 <= value < math.inf:
-        raise ConfigError(f"{key}={value}: must be >= 0")
+def _non_negative(key: str, value: float | None, allow_inf: bool = False) -> None:
+    """value >= 0, finite unless `allow_inf` (None passes: optional keys)."""
+    _record(key, ">= 0 (.inf allowed)" if allow_inf else ">= 0")
+    if value is not None and not (0 <= value < math.inf or (allow_inf and value == math.inf)):
+        raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}>= 0")
 
 
 def _in_range(key: str, value: float, low: float | None = None, high: float | None = None, low_open: bool = False,

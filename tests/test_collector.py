@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from planet_sac.acting.collector import Collector
 from planet_sac.cli import main
-from planet_sac.config import ConfigError, apply_overrides, load_config
+from planet_sac.config import ConfigError, apply_overrides, check_override_keys, load_config
 from planet_sac.episodes.storage import list_episodes
 from planet_sac.training.trainer import Trainer
 from tests.conftest import ROOT, save_version
@@ -208,6 +208,20 @@ def test_a_collector_waiting_for_its_run_checks_its_set_keys_before_writing(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown config key 'env.num_env' (did you mean 'num_envs'?)" in err[0]
     assert not outdir.exists()
+    # Only names and types: a setting that is valid with the run's config (smoke's cem.top_k=4) is not judged
+    # against the defaults (top_k=100 > 50 candidates).
+    class Started(Exception):
+        pass
+
+    def start(*args, **kwargs):
+        raise Started
+
+    monkeypatch.setattr(planet_sac.acting.collector, "Collector", start)
+    with pytest.raises(Started):
+        main(["collect", "--policy", "cem", "--checkpoint", str(tmp_path / "future_run"), "--outdir", str(outdir),
+              "--episodes", "forever", "--reload-every", "60", "--set", "cem.candidates=50"])
+    with pytest.raises(ConfigError, match="cem.candidates='many' has the wrong type"):
+        check_override_keys(["cem.candidates=many"])
 
 
 def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):

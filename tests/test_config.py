@@ -70,10 +70,18 @@ def test_yaml_1_2_floats_in_files_and_set(tmp_path):
     assert load_config(path, ["env.task=gym:E1-v0"]).env.task == "gym:E1-v0"  # not a number: left a string
 
 
+def test_infinity_where_it_means_something():
+    config = load_config(None, ["data.wait_seconds=.inf", "optim.grad_clip=.inf"])  # wait forever, no clipping
+    assert config.data.wait_seconds == config.optim.grad_clip == float("inf")
+
+
 def test_a_key_written_twice_is_refused(tmp_path):
     path = tmp_path / "twice.yaml"
     path.write_text("data:\n  batch_size: 16\ndata:\n  chunk_length: 20\n")  # YAML keeps the last silently
     with pytest.raises(ConfigError, match=r"the key 'data' is written twice \(line 3\)"):
+        load_config(path)
+    path.write_text("? [a, b]\n: 1\n")  # a key YAML cannot hash: PyYAML's own one line, not a traceback
+    with pytest.raises(ConfigError, match="found unhashable key"):
         load_config(path)
 
 
@@ -120,8 +128,9 @@ def test_unknown_section_is_rejected(tmp_path):
     ("seed=5000000000", "seed=5000000000: must be in [0, 2147483647]"),  # dm_control: a traceback at 2**32
     ("cem.discount=.nan", "cem.discount=nan: must be in (0.0, 1.0]"),  # NaN compares false with every bound
     ("sac.tau=.nan", "sac.tau=nan: must be"),
-    ("optim.learning_rate=.inf", "optim.learning_rate=inf: must be > 0"),
-    ("model.free_nats=.inf", "model.free_nats=inf: must be >= 0"),
+    ("optim.learning_rate=.inf", "optim.learning_rate=inf: must be a finite number > 0"),
+    ("model.free_nats=.inf", "model.free_nats=inf: must be a finite number >= 0"),
+    ("model.free_nats=.nan", "model.free_nats=nan: must be a finite number >= 0"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

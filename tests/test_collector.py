@@ -93,6 +93,8 @@ def test_a_checkpoint_prefix_is_acted_with_and_each_seed_has_its_own_policy_nois
         finally:
             collector.close()
     assert states[1] != states[2]
+    with pytest.raises(ConfigError, match="is one checkpoint"):  # it would wait forever for a newer one
+        Collector(prefix, str(tmp_path / "waits"), policy="sac", reload_every=1, per_checkpoint=True)
     learner = tf.random.Generator.from_seed(load_config(f"{run}/config.yaml").seed + 1).state.numpy().tolist()
     assert learner not in states.values()
 

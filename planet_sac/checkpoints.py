@@ -322,16 +322,21 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
     checkpoint or has another shape. Reads through `read_checkpoint` (verified, with fallback).
     """
     include = list(include) or [".*"]
-    include_re, exclude_re = compile_patterns(include), compile_patterns([*exclude, *never])
+    include_re, exclude_re, never_re = compile_patterns(include), compile_patterns(exclude), compile_patterns(never)
 
     for pattern, regex in zip(include, include_re):
         if not any(regex.match(name) for name in variables):
             raise CheckpointError(f"--include {pattern!r} matches no variable; list them with: planet-sac variables {path}")
-    selected = [name for name in variables
-                if any(r.match(name) for r in include_re) and not any(r.match(name) for r in exclude_re)]
+    chosen_by_user = [name for name in variables
+                      if any(r.match(name) for r in include_re) and not any(r.match(name) for r in exclude_re)]
+    selected = [name for name in chosen_by_user if not any(r.match(name) for r in never_re)]
     if not selected:
-        raise CheckpointError(f"--include {' '.join(include)} with --exclude {' '.join(exclude)} selects no variable; "
-                              f"list them with: planet-sac variables {path}")
+        chosen = f"--include {' '.join(include)}" + (f" with --exclude {' '.join(exclude)}" if exclude else "")
+        if chosen_by_user:
+            raise CheckpointError(f"{chosen} selects only what belongs to a run (counters, random-number streams, skip "
+                                  f"counts), which is never taken from another run; list the variables with: "
+                                  f"planet-sac variables {path}")
+        raise CheckpointError(f"{chosen} selects no variable; list them with: planet-sac variables {path}")
 
     def select(stored: Mapping[str, list[int]]) -> list[str]:
         missing = [name for name in selected if name not in stored]

@@ -408,7 +408,8 @@ def test_include_and_exclude_selecting_nothing_is_refused_like_an_include_alone(
     new = str(tmp_path / "new")
     for patterns, message in ((["--include", "world_model/", "--exclude", ".*"],
                                "--include world_model/ with --exclude .* selects no variable;"),  # the user's patterns only
-                              (["--include", "nothing/"], "--include 'nothing/' matches no variable")):
+                              (["--include", "nothing/"], "--include 'nothing/' matches no variable"),
+                              (["--include", "counters/"], "--include counters/ selects only what belongs to a run")):
         assert main(["train", "--config", SMOKE, "--logdir", new, "--restore-from", run, *patterns,
                      "--train-steps", "0", "--quiet"]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -331,12 +331,12 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
                       if any(r.match(name) for r in include_re) and not any(r.match(name) for r in exclude_re)]
     selected = [name for name in chosen_by_user if not any(r.match(name) for r in never_re)]
     if not selected:
-        chosen = f"--include {' '.join(include)}" + (f" with --exclude {' '.join(exclude)}" if exclude else "")
+        patterns = f"--include {' '.join(include)}" + (f" with --exclude {' '.join(exclude)}" if exclude else "")
         if chosen_by_user:
-            raise CheckpointError(f"{chosen} selects only what belongs to a run (counters, random-number streams, skip "
+            raise CheckpointError(f"{patterns} selects only what belongs to a run (counters, random-number streams, skip "
                                   f"counts), which is never taken from another run; list the variables with: "
                                   f"planet-sac variables {path}")
-        raise CheckpointError(f"{chosen} selects no variable; list them with: planet-sac variables {path}")
+        raise CheckpointError(f"{patterns} selects no variable; list them with: planet-sac variables {path}")
 
     def select(stored: Mapping[str, list[int]]) -> list[str]:
         missing = [name for name in selected if name not in stored]

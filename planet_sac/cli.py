@@ -41,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--offline-data", metavar="EPISODE_DIR",
                        help="train the world model from this episode directory only (no collection, no test phases)")
     train.add_argument("--restore-from", metavar="CHECKPOINT", help="start from another run's variables (logdir, checkpoints/ or prefix)")
-    train.add_argument("--include", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names to restore (re.match), default all")
+    train.add_argument("--include", nargs="+", default=[], metavar="REGEX",
+                       help="with --restore-from: names to restore (re.match), default all; a run's counters, "
+                            "random-number streams and skip counts are never taken from another run")
     train.add_argument("--exclude", nargs="+", default=[], metavar="REGEX", help="with --restore-from: names not to restore")
     train.add_argument("--force", action="store_true", help="resume even if --config/--set change the saved config")
 
@@ -51,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("--episodes", type=_episodes, required=True, metavar="N|forever",
                       help="episodes to collect; forever: until interrupted (with --checkpoint)")
     coll.add_argument("--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
-    coll.add_argument("--seed", type=_seed, default=0)
+    coll.add_argument("--seed", type=_seed, default=0,
+                      help="environment i gets SEED + i; a trained policy's noise comes from it too (default: 0)")
     coll.add_argument("--action-repeat", type=_positive_int, help="default: 1, or the checkpoint's")
     coll.add_argument("--time-limit", type=_positive_int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")
@@ -60,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="with --checkpoint LOGDIR: load the run's newest checkpoint when one appears, checked this often "
                            "(between rounds of episodes); waits for the run's first checkpoint")
     coll.add_argument("--per-checkpoint", action="store_true",
-                      help="with --reload-every: one round of episodes per new checkpoint of the run, then wait "
+                      help="with --reload-every and a run's logdir: one round of episodes per new checkpoint, then wait "
                            "(keeps PlaNet's updates per environment step; leaves the cores to the learner)")
     coll.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="override a config key of the checkpoint's run (without --checkpoint: "
@@ -70,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--logdir", required=True)
     evaluate.add_argument("--episodes", type=int, default=5)
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
-    evaluate.add_argument("--seed", type=_seed, default=12345)
+    evaluate.add_argument("--seed", type=_seed, default=12345,
+                          help="episode k of every policy starts from SEED + k (default: 12345)")
     evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
@@ -79,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--size", choices=["full", "tiny"], default="full", help="full: PlaNet's sizes; tiny: a quick check")
     bench.add_argument("--reps", type=int, default=3, help="timed calls per figure (median), after one warm-up call")
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh)")
+    bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh); with --size full")
 
     export = commands.add_parser("export", parents=[output],
                                  help="write a run's policy as a TensorFlow SavedModel (TF-Agents' PolicySaver conventions)")
@@ -114,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--baselines", nargs="+", default=[], metavar="SCORES.json.gz",
                       help="score files: other methods' score files drawn beside them, e.g. ../shared/baselines/dmc_vision-*.json.gz")
     plot.add_argument("--bin", type=float, default=10_000, metavar="ENV_STEPS",
-                      help="score files: each seed's curve is averaged in bins of this many env steps (default: 10000)")
+                      help="score files: each seed's curve is averaged in bins of this many env steps (default: 10000; "
+                           "at most 10,000 bins)")
     plot.add_argument("--budget", type=float, metavar="ENV_STEPS", help="score files: x axis end (default: the last x of ours)")
 
     variables = commands.add_parser("variables", parents=[output], help="list the variables (names and shapes) of a checkpoint")

@@ -217,6 +217,9 @@ class SACConfig:
             _positive(f"sac.{name}", getattr(self, name))
         for name in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
             _positive(f"sac.{name}", getattr(self, name))
+        _record("sac.target_entropy", "a finite number or `null`")
+        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
+            raise ConfigError(f"sac.target_entropy={self.target_entropy}: must be a finite number (or null: -|A|)")
         _non_negative("sac.updates_per_step", self.updates_per_step)
         _positive("sac.n_step", self.n_step)
         _non_negative("sac.burn_in", self.burn_in)
@@ -346,7 +349,8 @@ def from_dict(data: Mapping[str, Any], source: str = "config") -> Config:
 
 
 def apply_overrides(config: Config, overrides: list[str]) -> Config:
-    """Applies `section.key=value` strings; values are parsed as YAML scalars."""
+    """Applies `section.key=value` strings; values are read as YAML (scalars, lists; a section's mapping sets the
+    keys it names)."""
     return from_dict(_overridden(config, overrides), source="--set")
 
 

@@ -131,6 +131,8 @@ def test_unknown_section_is_rejected(tmp_path):
     ("optim.learning_rate=.inf", "optim.learning_rate=inf: must be a finite number > 0"),
     ("model.free_nats=.inf", "model.free_nats=inf: must be a finite number >= 0"),
     ("model.free_nats=.nan", "model.free_nats=nan: must be a finite number >= 0"),
+    ("sac.target_entropy=.nan", "sac.target_entropy=nan: must be a finite number (or null: -|A|)"),
+    ("sac.target_entropy=-.inf", "sac.target_entropy=-inf: must be a finite number"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -226,7 +226,8 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
 
 
 def episode_stats(directory: str, oldest: int | None = None) -> tuple[int, int]:
-    """(episodes, environment steps) of a directory, or of its `oldest` episodes, read from the file names' length suffix."""
+    """(episodes, agent steps) of a directory, or of its `oldest` episodes, read from the file names' length suffix
+    (environment steps are agent steps x the action repeat)."""
     paths = list_episodes(directory)[:oldest]
     steps = 0
     for path in paths:

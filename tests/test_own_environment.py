@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -31,10 +32,13 @@ def module_dir(tmp_path, monkeypatch):
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     monkeypatch.syspath_prepend(str(folder))
+    registered = set(gymnasium.envs.registry)
     yield folder
     for name, module in list(sys.modules.items()):  # the next test imports its own copy
         if str(getattr(module, "__file__", None) or "").startswith(str(folder)):
             del sys.modules[name]
+    for env_id in set(gymnasium.envs.registry) - registered:  # and registers its ids afresh, without a warning
+        del gymnasium.envs.registry[env_id]
 
 
 def write_module(folder, name: str, source: str) -> None:

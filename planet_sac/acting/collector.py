@@ -62,7 +62,7 @@ class Collector:
             raise ConfigError(f"--reload-every={reload_every}: must be > 0 seconds")
         if per_checkpoint and reload_every is None:
             raise ConfigError("--per-checkpoint needs --reload-every SECONDS (how often to look for the next checkpoint)")
-        if per_checkpoint and latest_checkpoint(checkpoint) is None and tf.io.gfile.exists(checkpoint + ".index"):
+        if per_checkpoint and _newest_prefix(checkpoint) == checkpoint:  # a prefix, not a run
             raise ConfigError(f"--per-checkpoint waits for each new checkpoint of a run; {checkpoint} is one checkpoint "
                               "(pass the run's logdir)")
         self.checkpoint = checkpoint

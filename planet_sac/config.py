@@ -107,7 +107,7 @@ class ModelConfig:
     reward_scale: float = 10.0  # PlaNet's reward_scale
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
-    overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet)
+    overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet for D >= 2; its D = 1 adds nothing)
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
     image_bits: int = 5  # bit depth images are quantised to before encoding (PlaNet: 5)
 
@@ -268,7 +268,7 @@ class PolicyConfig:
 class ScheduleConfig:
     """PlaNet's phases: `train_phase_steps` updates, then a test phase, repeated."""
 
-    train_steps: int = 400_000  # total updates; PlaNet's max_steps 2e7 samples / batch 50
+    train_steps: int = 400_000  # total updates; PlaNet's max_steps 2e7 samples / batch 50 (about 399.2k: test batches count too)
     train_phase_steps: int = 1000  # updates per train phase; PlaNet's train_steps 50000 samples / batch 50
     collect_every: int = 100  # updates per collected training episode; PlaNet's collect_every 5000 / 50
     collect: bool = True  # false: collect nothing here, learn from episodes `planet-sac collect --reload-every` writes

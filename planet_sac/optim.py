@@ -8,6 +8,7 @@ update is a handful of tensor ops that behave identically in eager and graph mod
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import tensorflow as tf
@@ -26,7 +27,7 @@ class Adam(tf.Module):
         self.learning_rate = learning_rate
         self.warmup = warmup
         self.epsilon = epsilon
-        self.clip = clip
+        self.clip = clip if clip is not None and math.isfinite(clip) else None  # inf: no clipping (inf * 0 is NaN)
         self.beta1 = beta1
         self.beta2 = beta2
         with tf.name_scope("optimizer/" + name + "/"):

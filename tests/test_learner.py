@@ -41,15 +41,34 @@ def test_loss_decreases_on_shipped_data(smoke_config):
 
 
 def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
-    """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k)."""
+    """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k), with a
+    gradient clip that binds (applied once, to the mean gradient) and the same metrics (means, not sums, over k)."""
     batch = state_batch(batch=8)
-    config = apply_overrides(smoke_config, ["model.free_nats=1.0", "sac.updates_per_step=2", "sac.batch_size=64"])
+    config = apply_overrides(smoke_config, ["model.free_nats=1.0", "sac.updates_per_step=2", "sac.batch_size=64",
+                                            "optim.grad_clip=0.5"])
     whole = build(config)
     accumulated = build(apply_overrides(config, ["optim.accumulate=4"]))
     for _ in range(3):
-        whole.update(batch)
-        accumulated.update(batch)
+        whole_metrics = whole.update(batch)
+        accumulated_metrics = accumulated.update(batch)
+    assert float(whole_metrics["train/grad_norm"]) > 2 * 0.5  # the clip binds
+    assert whole_metrics.keys() == accumulated_metrics.keys()
+    for key in whole_metrics:
+        np.testing.assert_allclose(float(accumulated_metrics[key]), float(whole_metrics[key]), rtol=1e-4, err_msg=key)
     assert_states_close(state_of(whole), state_of(accumulated), rtol=1e-4, atol=1e-6)
+
+
+def test_infinite_grad_clip_means_no_clipping(smoke_config):
+    """optim.grad_clip=.inf is documented as no clipping: the update equals one with a clip no gradient reaches
+    (clipping by inf would compute inf * 0 = NaN and poison every weight)."""
+    batch = state_batch(batch=8)
+    unclipped, far = (build(apply_overrides(smoke_config, [f"optim.grad_clip={clip}"])) for clip in (".inf", "1e30"))
+    for learner in (unclipped, far):
+        learner.update(batch)
+    a, b = state_of(unclipped), state_of(far)
+    for name in a:
+        assert np.all(np.isfinite(a[name])), name
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def test_compiled_learner_agrees_with_eager_resumes_exactly_and_skips_a_nan_batch(smoke_config, tmp_path):

@@ -549,6 +549,8 @@ class EnvProcess(gymnasium.Env):
     """
 
     MIRRORED = ("action_space", "observation_space", "obs_key", "action_repeat", "image_size", "render_mode")
+    CLOSE_SECONDS = 10.0
+    """How long `close` waits for the child to answer before it kills it."""
     # the mirrored attributes, set from the child's environment in __init__
     observation_space: spaces.Dict
     action_space: spaces.Box
@@ -609,12 +611,23 @@ class EnvProcess(gymnasium.Env):
         return self._call("render")
 
     def close(self) -> None:
-        if self._process.poll() is None and not self._conn.closed:
-            try:
-                self._call("close")
-            except EnvCrashed:
-                pass
-        _stop_process(self._process, self._conn)
+        """Closes the environment in the child and ends the child; one that does not answer in
+        `CLOSE_SECONDS` (hung, or stopped) is killed, so closing never blocks."""
+        answered = True
+        try:
+            if self._process.poll() is None and not self._conn.closed:
+                self.send("close")
+                answered = self._conn.poll(self.CLOSE_SECONDS)
+                if answered:
+                    self.receive("close")
+        except EnvCrashed:
+            pass
+        finally:
+            if not answered:
+                log.warning("environment process %d did not answer close in %.0f s; killed it",
+                               self._process.pid, self.CLOSE_SECONDS)
+                self._process.kill()
+            _stop_process(self._process, self._conn)
 
 
 def serve_env(fd: int) -> None:

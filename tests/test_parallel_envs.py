@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 
 import numpy as np
 import pytest
@@ -160,3 +161,21 @@ def test_num_envs_zero_is_refused_by_the_command_line_before_anything_is_written
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--set", "env.num_envs=0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "env.num_envs=0" in err[0] and not logdir.exists()
+
+
+def test_closing_kills_a_hung_environment_process_instead_of_waiting_forever(monkeypatch, caplog):
+    monkeypatch.setattr("planet_sac.envs.EnvProcess.CLOSE_SECONDS", 1.0)
+    envs = make_envs(time_limit=50, seed=0, num_envs=2, **TASK)
+    envs.reset(0), envs.reset(1)
+    hung = envs.pids()[1]
+    os.kill(hung, signal.SIGSTOP)  # alive, never answers
+    closing = threading.Thread(target=envs.close, daemon=True)
+    closing.start()
+    closing.join(30)
+    if closing.is_alive():
+        os.kill(hung, signal.SIGKILL)
+        closing.join(15)
+        pytest.fail("ParallelEnvs.close() blocked on a hung environment process")
+    with pytest.raises(ProcessLookupError):
+        os.kill(hung, 0)  # killed and reaped
+    assert f"environment process {hung} did not answer close" in caplog.text

@@ -796,13 +796,23 @@ class EnvFailedError(SetupError):
     """An environment failed (its process died, or it raised) more often than `ParallelEnvs` restarts it."""
 
 
+def environment_seed(seed: int, index: int, restarts: int = 0) -> int:
+    """The seed of parallel environment `index` after `restarts` restarts: `seed` itself for the first
+    environment's first start (so one environment plays what `make_env(seed)` plays), otherwise a hash of all
+    three (numpy's SeedSequence), which no neighbouring seed, index or restart count shares."""
+    if index == 0 and restarts == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, index, restarts]).generate_state(1)[0] % (2**31 - 1))
+
+
 class ParallelEnvs:
     """N environments, each built by `make_env` inside its own child process, stepped at the same time.
 
-    Environment i is seeded with `seed + i`. `step` sends every action before it reads any
+    Environment 0 is seeded with `seed`, environment i > 0 with a hash of (seed, i) (`environment_seed`), so that
+    collectors with neighbouring `--seed`s never share an environment's seed. `step` sends every action before it reads any
     result, so the children simulate and render concurrently, each renderer with its share of
     the cores (`LP_NUM_THREADS`). A child that dies, or whose environment raises in `reset` or
-    `step`, is replaced by a fresh one (seed `seed + i + 1000 * restarts`): its step result says
+    `step`, is replaced by a fresh one (seeded with a hash of (seed, i, restarts)): its step result says
     `crashed`, and the caller resets it before stepping it again; the other environments are not
     disturbed. As Dreamer's `RestartOnException(maxfails=2, window=300)`, restarts are capped: an
     environment that fails more than `max_restarts` times within `restart_window` seconds (e.g. one
@@ -846,7 +856,7 @@ class ParallelEnvs:
 
     def _start(self, index: int) -> EnvProcess:
         task, obs, action_repeat, time_limit, seed, image_size, shadow_size = self._args
-        seed = seed + index + 1000 * self.restarts[index]
+        seed = environment_seed(seed, index, self.restarts[index])
         return EnvProcess(_local_env, task, obs, action_repeat, time_limit, seed, image_size, shadow_size,
                           environment=self._threads,
                           python_path=self._python_path)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from planet_sac.config import ConfigError
-from planet_sac.envs import LocalEnvs, ParallelEnvs, make_env, make_envs
+from planet_sac.envs import LocalEnvs, ParallelEnvs, environment_seed, make_env, make_envs
 
 TASK = dict(task="gym:Pendulum-v1", obs="state", action_repeat=2, image_size=64)
 
@@ -32,8 +32,8 @@ def test_each_process_plays_what_its_own_environment_would(count):
                 got[i].append((results[i].obs["state"], results[i].reward, results[i].truncated))
     finally:
         envs.close()
-    for i in range(count):  # expected: a plain environment with seed 10 + i, stepped by hand with env i's actions
-        env = make_env(time_limit=4, seed=10 + i, **TASK)
+    for i in range(count):  # expected: a plain environment with environment i's seed, stepped by hand with its actions
+        env = make_env(time_limit=4, seed=environment_seed(10, i), **TASK)
         np.testing.assert_array_equal(first[i], env.reset()[0]["state"])
         for t in range(4):
             obs, reward, _, truncated, _ = env.step(actions[t, i])
@@ -45,7 +45,7 @@ def test_each_process_plays_what_its_own_environment_would(count):
 
 def test_only_the_given_environments_step_and_one_resets_alone():
     envs = make_envs(time_limit=10, seed=3, num_envs=2, **TASK)
-    reference = [make_env(time_limit=10, seed=3 + i, **TASK) for i in range(2)]
+    reference = [make_env(time_limit=10, seed=environment_seed(3, i), **TASK) for i in range(2)]
     try:
         envs.reset(0), envs.reset(1), reference[0].reset(), reference[1].reset()
         action = np.array([0.5], np.float32)
@@ -122,7 +122,7 @@ def test_a_process_killed_between_episodes_is_restarted_by_reset(caplog):
         os.kill(victim, signal.SIGKILL)
         with caplog.at_level(logging.WARNING, logger="planet_sac"):
             obs = envs.reset(0)
-        fresh = make_env(time_limit=5, seed=0 + 1000, **TASK)  # the replacement's seed: seed + index + 1000 * restarts
+        fresh = make_env(time_limit=5, seed=environment_seed(0, 0, 1), **TASK)  # the replacement's seed
         np.testing.assert_array_equal(obs["state"], fresh.reset()[0]["state"])
         fresh.close()
         assert envs.restarts == [1, 0] and envs.pids()[0] != victim
@@ -179,3 +179,24 @@ def test_closing_kills_a_hung_environment_process_instead_of_waiting_forever(mon
     with pytest.raises(ProcessLookupError):
         os.kill(hung, 0)  # killed and reaped
     assert f"environment process {hung} did not answer close" in caplog.text
+
+
+def test_collectors_with_neighbouring_seeds_share_no_environment_seed():
+    """Two collectors with --seed 1 and --seed 2 and two environments each: four different start states (with
+    seed + i, collector 1's environment 1 would replay collector 2's environment 0), restarts too; the first
+    environment keeps the plain seed, so one environment plays what make_env(seed) plays."""
+    starts = {}
+    for seed in (1, 2):
+        envs = make_envs(time_limit=4, seed=seed, num_envs=2, **TASK)
+        try:
+            for i in range(2):
+                starts[seed, i] = envs.reset(i)["state"]
+        finally:
+            envs.close()
+    firsts = list(starts.values())
+    assert all(not np.array_equal(a, b) for k, a in enumerate(firsts) for b in firsts[k + 1:])
+    env = make_env(time_limit=4, seed=2, **TASK)
+    np.testing.assert_array_equal(starts[2, 0], env.reset()[0]["state"])
+    env.close()
+    seeds = {environment_seed(s, i, r) for s in range(50) for i in range(4) for r in range(3)}
+    assert len(seeds) == 50 * 4 * 3 and all(0 <= s < 2**31 for s in seeds)

@@ -6,7 +6,10 @@
 - All randomness of an update is drawn up front from one `tf.random.Generator`
   for the whole batch, so k micro-batches of size B/k give the same update as one
   batch of B, and eager execution gives the same numbers as the compiled step (up to
-  float reassociation: TensorFlow promises closeness, not bitwise equality).
+  float reassociation: TensorFlow promises closeness, not bitwise equality; under
+  mixed_bfloat16 only with Grappler off, `make_tensorflow_deterministic`). With
+  `optim.jit_compile` the generator draws another stream under XLA: reproducible with
+  itself, not with the non-XLA update (docs/determinism.md).
 - A non-finite loss or gradient skips the update; the skip is counted, and the
   trainer stops the run after `optim.max_nonfinite_updates` consecutive skips.
   A non-finite SAC loss or gradient skips that SAC update (`sac/skipped_updates`

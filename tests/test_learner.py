@@ -291,3 +291,49 @@ def test_sac_updates_and_imagination_are_traced_once_whatever_their_number_and_l
     for seed in range(2):
         build(config, seed).update(batch)
     assert not [record for record in tensorflow_warnings if "retracing" in record.getMessage()]
+
+def test_real_transitions_are_aligned_and_cover_every_start(smoke_config, monkeypatch):
+    n, burn_in, gamma = 2, 3, 0.9
+    config = apply_overrides(smoke_config, ["sac.batch_size=64", "sac.real_ratio=1.0", f"sac.n_step={n}",
+                                            f"sac.burn_in={burn_in}", "sac.updates_per_step=8", f"sac.discount={gamma}"])
+    learner = build(config)
+    size = learner.world_model.rssm.feature_size
+    B, T = 4, 10
+    features = np.zeros([B, T, size], np.float32)
+    features[..., 0], features[..., 1] = np.arange(T)[None, :], np.arange(B)[:, None]  # (t, b) name each posterior
+    batch = state_batch(batch=B, length=T)
+    batch["action"] = (100.0 * np.arange(B)[:, None] + np.arange(T)[None, :]).astype(np.float32)[..., None]
+    batch["reward"] = np.random.default_rng(0).normal(size=(B, T)).astype(np.float32)
+    batch["discount"] = np.ones((B, T), np.float32)
+    batch["discount"][1, 7] = 0.0
+    seen = []
+    monkeypatch.setattr(learner.sac, "update", lambda *args, **kwargs: seen.append([np.asarray(a) for a in args[:5]])
+                        or {key: tf.constant(1.0) for key in ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q",
+                                                              "sac/entropy", "sac/update_finite")})
+    actor_critic_updates(learner.world_model, learner.sac, tf.constant(features), batch, learner.rng)
+    starts = set()
+    for feats, action, reward, discount, next_feats in seen:
+        for i in range(len(feats)):
+            t, b = int(feats[i, 0]), int(feats[i, 1])
+            starts.add((b, t))
+            assert action[i, 0] == batch["action"][b, t + 1, 0]  # a_{t+1} follows z_t
+            assert (int(next_feats[i, 0]), int(next_feats[i, 1])) == (t + n, b)
+            expected_r = batch["reward"][b, t + 1] + gamma * batch["discount"][b, t + 1] * batch["reward"][b, t + 2]
+            np.testing.assert_allclose(reward[i], expected_r, rtol=1e-6)
+            assert discount[i] == batch["discount"][b, t + 1] * batch["discount"][b, t + 2]
+    assert starts == {(b, t) for b in range(B) for t in range(burn_in, T - n)}
+
+
+def test_imagination_samples_the_actor(smoke_config):
+    """Imagined rollouts act with samples of the actor (as it explores), not its mode: with mean 0 and std e the
+    imagined actions spread over [-1, 1]; the mode would give tanh(0) = 0 everywhere."""
+    from planet_sac.training.learner import imagination_pool
+    config = apply_overrides(smoke_config, ["sac.imagination_horizon=3", "sac.real_ratio=0.5", "sac.n_step=1"])
+    learner = build(config)
+    sac = learner.sac
+    sac.actor.out.kernel.assign(tf.zeros_like(sac.actor.out.kernel))
+    sac.actor.out.bias.assign([0.0] * sac.action_size + [1.0] * sac.action_size)
+    features = tf.random.normal([2, 10, learner.world_model.rssm.feature_size], seed=0)
+    pool = imagination_pool(learner.world_model, sac, features, 300, learner.rng)
+    actions = pool.action.numpy()
+    assert actions.std() > 0.5 and np.abs(actions).max() <= 1.0

@@ -1,0 +1,83 @@
+"""One SAC.update against numpy: the losses it reports, the direction of every Adam step it takes
+(Adam's first step moves each parameter by -lr * sign(gradient)), the temperature and the Polyak targets."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from planet_sac.config import SACConfig
+from planet_sac.control.sac import SAC
+from tests import numpy_reference as ref
+
+F, A, N = 6, 2, 64
+
+
+def snapshot(module):
+    return [v.numpy().copy() for v in module.variables]
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_one_sac_update_matches_numpy(steps):
+    lr = dict(actor_lr=1e-3, critic_lr=2e-3, alpha_lr=3e-3)
+    sac = SAC(SACConfig(units=16, discount=0.9, init_alpha=0.5, tau=0.1, **lr), F, A, seed=3)
+    assert sac.target_entropy == -float(A)  # Haarnoja et al. 2018: -dim(A)
+    for online, target in zip(sac.critic1.variables + sac.critic2.variables,
+                              sac.target_critic1.variables + sac.target_critic2.variables):
+        target.assign(online * 1.5 + 0.1)  # distinguishable targets
+    sac.actor.out.bias.assign([0.3, -0.4, -0.7, -0.9])  # mean log-prob inside (-|A|, |A|): the alpha step's sign shows
+    g = np.random.default_rng(0)
+    feats = g.normal(size=(N, F)).astype(np.float32)
+    nfeats = g.normal(size=(N, F)).astype(np.float32)
+    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
+    reward = g.normal(size=N).astype(np.float32)
+    discount = (g.uniform(size=N) > 0.2).astype(np.float32)
+    rng = tf.random.Generator.from_seed(11)
+    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    noise_next, noise_pi = clone.normal([N, A]).numpy(), clone.normal([N, A]).numpy()
+
+    alpha, gamma = 0.5, 0.9
+    # critic target and loss
+    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
+    y = reward + gamma ** steps * discount * (ref.q_value(sac, nfeats, next_a, target=True) - alpha * next_lp)
+    x = np.concatenate([feats, action], -1)
+    q1, q2 = ref.mlp(x, sac.critic1)[:, 0], ref.mlp(x, sac.critic2)[:, 0]
+    critic_loss = 0.5 * np.mean((q1 - y) ** 2) + 0.5 * np.mean((q2 - y) ** 2)
+
+    # actor loss as a function of an offset of the actor's output bias (for finite differences)
+    out = ref.mlp(feats, sac.actor)
+
+    def actor_loss(offset):
+        mean, log_std = np.split(out + offset, 2, -1)
+        log_std = np.clip(log_std, ref.LOG_STD_MIN, ref.LOG_STD_MAX)
+        u = mean + np.exp(log_std) * noise_pi
+        lp = np.sum(-0.5 * noise_pi ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1) - np.sum(np.log(1 - np.tanh(u) ** 2), -1)
+        return np.mean(alpha * lp - ref.q_value(sac, feats, np.tanh(u))), lp
+
+    loss_pi, log_prob = actor_loss(np.zeros(2 * A))
+    eps = 1e-5
+    actor_bias_grad = np.array([(actor_loss(e)[0] - actor_loss(-e)[0]) / (2 * eps) for e in np.eye(2 * A) * eps])
+    assert -A < log_prob.mean() < A
+
+    actor_before, critics_before = snapshot(sac.actor), [snapshot(c) for c in (sac.critic1, sac.critic2)]
+    log_alpha_before = float(sac.log_alpha.numpy())
+    metrics = sac.update(feats, action, reward, discount, nfeats, rng=rng, steps=steps)
+
+    assert float(metrics["sac/update_finite"]) == 1.0
+    np.testing.assert_allclose(float(metrics["sac/critic_loss"]), critic_loss, rtol=1e-4)
+    np.testing.assert_allclose(float(metrics["sac/actor_loss"]), loss_pi, rtol=1e-4, atol=1e-5)
+    # Adam's first step: -lr * sign(gradient), to within epsilon / |gradient|
+    for critic, q, before in ((sac.critic1, q1, critics_before[0]), (sac.critic2, q2, critics_before[1])):
+        index = [i for i, v in enumerate(critic.variables) if v is critic.out.bias][0]
+        np.testing.assert_allclose(critic.out.bias.numpy() - before[index], -lr["critic_lr"] * np.sign([np.mean(q - y)]), rtol=1e-3)
+    index = [i for i, v in enumerate(sac.actor.variables) if v is sac.actor.out.bias][0]
+    np.testing.assert_allclose(sac.actor.out.bias.numpy() - actor_before[index], -lr["actor_lr"] * np.sign(actor_bias_grad), rtol=1e-3)
+    # temperature: d/dlog_alpha of -mean(log_alpha * (log pi + H)) = -(mean log pi + H)
+    assert float(sac.log_alpha.numpy()) - log_alpha_before == pytest.approx(
+        lr["alpha_lr"] * np.sign(log_prob.mean() - A), rel=1e-3)
+    # Polyak: target <- (1 - tau) target + tau * online (after the online step), both critics, every variable
+    for online, target, before in ((sac.critic1, sac.target_critic1, critics_before[0]),
+                                   (sac.critic2, sac.target_critic2, critics_before[1])):
+        for o, t, b in zip(online.variables, target.variables, before):
+            np.testing.assert_allclose(t.numpy(), 0.9 * (b * 1.5 + 0.1) + 0.1 * o.numpy(), rtol=1e-5, atol=1e-6)

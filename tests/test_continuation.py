@@ -173,18 +173,24 @@ def test_the_xla_policy_acts_with_the_head():
     assert policy.traces == 1
 
 
-def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path):
+def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path, monkeypatch):
     """gym:InvertedPendulum-v5: random episodes last 2-9 agent steps, shorter than a 10-step chunk. They are
-    padded with their absorbing state (not skipped, which left no data at all) and the head learns from them."""
+    padded with their absorbing state (not skipped, which left no data at all) and the head learns from them;
+    the replay appends sac.n_step - 1 absorbing steps to every terminated episode (n-step starts reach its end)."""
     pytest.importorskip("mujoco")
     from planet_sac.config import load_config
+    from planet_sac.episodes import loader
     from planet_sac.metrics import read_metrics
-    from planet_sac.training.trainer import train
+    from planet_sac.training import trainer
     from tests.conftest import CONFIGS
 
+    absorbing = []
+    monkeypatch.setattr(trainer, "make_dataset", lambda *args, **kwargs: absorbing.append(kwargs["absorbing_steps"])
+                        or loader.make_dataset(*args, **kwargs))
     config = load_config(CONFIGS / "smoke.yaml", ["env.task=gym:InvertedPendulum-v5", "model.continuation_scale=10",
-                                                  "schedule.test_episodes=0", "schedule.log_every=2"])
-    assert train(config, str(tmp_path / "run"), train_steps=2, progress=False)["step"] == 2
+                                                  "schedule.test_episodes=0", "schedule.log_every=2", "sac.n_step=4"])
+    assert trainer.train(config, str(tmp_path / "run"), train_steps=2, progress=False)["step"] == 2
+    assert absorbing == [3]
     record = read_metrics(str(tmp_path / "run" / "metrics.jsonl"))[-1]
     assert record["replay/padded_episodes"] >= 1 and record["replay/terminated_episodes"] >= 1
     assert np.isfinite(record["loss/continuation"]) and record["loss/continuation"] > 0

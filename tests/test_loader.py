@@ -402,6 +402,32 @@ def test_a_terminated_episode_shorter_than_a_chunk_is_padded_with_its_absorbing_
     assert len(warnings_log) == 1 and "too short" in warnings_log[0].getMessage()
 
 
+@pytest.mark.parametrize("absorbing_steps", [0, 2])
+def test_terminated_episodes_get_absorbing_steps_so_chunks_reach_past_the_termination(tmp_path, absorbing_steps):
+    """A terminated 12-step episode (13 entries), chunk 5: with 2 absorbing steps chunks start at 0..10 (the last
+    is steps 10-12 then two absorbing copies of step 12), so n-step SAC starts reach the states just before the end;
+    without, at 0..8. A truncated episode is never extended."""
+    terminated = make_episode(5, length=12)
+    terminated["discount"][-1] = 0.0
+    os.makedirs(tmp_path / "a")
+    np.savez_compressed(tmp_path / "a" / episode_filename(12, now=BASE_TIME), **terminated)
+    put(tmp_path / "a", 7, length=12)  # truncated (discount 1 at the end)
+    replay = EpisodeReplay(str(tmp_path / "a"), chunk_length=5, every=2, seed=0, absorbing_steps=absorbing_steps)
+    starts = {5: set(), 7: set()}
+    last = None
+    for chunk, info in itertools.islice(replay.iter_with_info(), 600):
+        tag = int(chunk["state"][0, 1])
+        starts[tag].add(info.start)
+        if tag == 5 and info.start == 8 + absorbing_steps:
+            last = chunk
+    assert starts[5] == set(range(9 + absorbing_steps)) and starts[7] == set(range(9))
+    np.testing.assert_array_equal(last["state"][:, 0], [8 + absorbing_steps, *range(9 + absorbing_steps, 13)] + [12] * absorbing_steps)
+    np.testing.assert_array_equal(last["reward"], [5] * (5 - absorbing_steps) + [0] * absorbing_steps)
+    np.testing.assert_array_equal(last["discount"], [1] * (4 - absorbing_steps) + [0] * (1 + absorbing_steps))
+    np.testing.assert_array_equal(last["action"][:, 0], [0.5] * (5 - absorbing_steps) + [0] * absorbing_steps)
+    assert replay.stats["padded_episodes"] == 0 and replay.stats["terminated_episodes"] == 1
+
+
 def test_when_every_episode_is_too_short_the_error_says_to_lower_chunk_length(tmp_path):
     """A terminating task whose random episodes end after a few steps: more episodes would not help."""
     put(tmp_path, 0, length=6)  # 7 steps

@@ -64,6 +64,10 @@ class EpisodeReplay:
       chunk_length: steps per chunk. A shorter episode that ended in a termination is
         padded with its absorbing state (`pad_with_absorbing_state`); other shorter
         episodes are skipped (not deleted).
+      absorbing_steps: absorbing steps appended to every terminated episode, so that chunks can
+        end after the termination: with n-step SAC targets (n - 1 of them, the trainer's choice)
+        the last n - 1 states before it start transitions too, as they do in a buffer that cuts
+        the n-step window at an episode's end. 0 = only pad episodes shorter than a chunk.
       every: chunks yielded per pass between two directory scans.
       max_episodes: cache capacity; the oldest episodes are dropped first.
         ``None`` keeps everything.
@@ -93,6 +97,7 @@ class EpisodeReplay:
         poll_seconds: float = 1.0,
         seed: int | None = None,
         spec: EpisodeSpec | None = None,
+        absorbing_steps: int = 0,
     ):
         if chunk_length < 1:
             raise ValueError(f"chunk_length must be >= 1, got {chunk_length}")
@@ -103,7 +108,10 @@ class EpisodeReplay:
         self.directories = [directory] if isinstance(directory, str) else list(directory)
         if not self.directories:
             raise ValueError("need at least one episode directory")
+        if absorbing_steps < 0:
+            raise ValueError(f"absorbing_steps must be >= 0, got {absorbing_steps}")
         self.chunk_length = chunk_length
+        self.absorbing_steps = absorbing_steps
         self.every = every
         self.max_episodes = max_episodes
         self.wait_seconds = wait_seconds
@@ -286,8 +294,10 @@ class EpisodeReplay:
             )
             return None
         if length < self.chunk_length:
-            episode = pad_with_absorbing_state(episode, self.chunk_length)
             self.stats["padded_episodes"] += 1
+        padded_length = max(self.chunk_length, length + self.absorbing_steps) if terminated else length
+        if padded_length > length:
+            episode = pad_with_absorbing_state(episode, padded_length)
 
         if "discount" in episode and bool(np.any(episode["discount"] < 1.0)):
             self.stats["terminated_episodes"] += 1
@@ -349,6 +359,7 @@ def make_dataset(
     seed: int | None = None,
     prefetch: int = tf.data.AUTOTUNE,
     spec: EpisodeSpec | None = None,
+    absorbing_steps: int = 0,
 ) -> tuple[tf.data.Dataset, EpisodeReplay]:
     """Batches of chunks, ``{key: [batch_size, chunk_length, ...]}``, plus the replay (for stats).
 
@@ -360,7 +371,7 @@ def make_dataset(
     """
     replay = EpisodeReplay(
         directory, chunk_length, every=every, max_episodes=max_episodes, keys=keys,
-        wait_seconds=wait_seconds, seed=seed, spec=spec,
+        wait_seconds=wait_seconds, seed=seed, spec=spec, absorbing_steps=absorbing_steps,
     )
     shapes, dtypes = replay.spec.step_shapes(), replay.spec.dtypes()
     signature = {

@@ -16,7 +16,9 @@
   counts them per step); a skipped world-model update skips the step's SAC updates.
 - The `sac.updates_per_step` SAC updates after a model update run in one `tf.while_loop`
   and share one pool of imagined transitions, made once per model update (as Dreamer
-  imagines once per update); their `sac/*` metrics are means over the loop.
+  imagines once per update); their `sac/*` metrics are means over the loop. The rollouts
+  start from the posteriors of this update's loss but run the model after its step
+  (Dreamer imagines with the model before the step).
 - With `optim.accumulate` = k, the SAC head trains on the posterior features of all
   k micro-batches, so its updates equal those of one batch of B.
 - Under a `tf.distribute` strategy (`optim.strategy`, see `training/distribute.py`) the

@@ -404,7 +404,8 @@ class Trainer:
         if self._test_chunks is None:
             replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
                                    keys=(self.config.env.obs, "action", "reward", "discount"),
-                                   wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec)
+                                   wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec,
+                                   absorbing_steps=self.config.sac.n_step - 1)  # as the training replay
             self._test_chunks = iter(replay)
         try:
             chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
@@ -464,6 +465,7 @@ class Trainer:
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
                                        seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
+                                       absorbing_steps=self.config.sac.n_step - 1,  # SAC's n-step starts reach the end
                                        prefetch=0)  # deterministic: batches are drawn when needed, not ahead
         batches = iter(dataset)
         step = int(self.counters.step.numpy())

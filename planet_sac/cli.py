@@ -48,13 +48,14 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--force", action="store_true", help="resume even if --config/--set change the saved config")
 
     coll = commands.add_parser("collect", parents=[output], help="collect episodes to .npz with a random or trained policy")
-    coll.add_argument("--task", help="gym:<id> or dmc:<domain>-<task> (default: the checkpoint's task)")
+    coll.add_argument("--task", help="gym:<id>, gym:<module>:<id> or dmc:<domain>-<task> (default: the checkpoint's task)")
     coll.add_argument("--obs", choices=["image", "state"], help="observation mode (default: image, or the checkpoint's)")
     coll.add_argument("--episodes", type=_episodes, required=True, metavar="N|forever",
                       help="episodes to collect; forever: until interrupted (with --checkpoint)")
     coll.add_argument("--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
     coll.add_argument("--seed", type=_seed, default=0,
-                      help="environment i gets SEED + i; a trained policy's noise comes from it too (default: 0)")
+                      help="environment 0 gets SEED, environment i > 0 and restarted ones a hash of (SEED, i, restarts); "
+                           "a trained policy's noise comes from it too (default: 0)")
     coll.add_argument("--action-repeat", type=_positive_int, help="default: 1, or the checkpoint's")
     coll.add_argument("--time-limit", type=_positive_int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")

@@ -841,7 +841,7 @@ class ParallelEnvs:
             import_gym_module(task[len("gym:"):])  # a bad module or id: one line here, before any process starts
         self._python_path = module_paths(task)
         # Mesa's software renderer starts one thread per core in every process: N renderers would fight over
-        # the cores. Each child gets its share instead (unless LP_NUM_THREADS is set), measured in the README.
+        # the cores. Each child gets its share instead (unless LP_NUM_THREADS is set), measured in docs/scaling.md.
         shared = os.environ.get("LP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // num_envs))
         self._threads = {"LP_NUM_THREADS": shared}
         self._envs: list[EnvProcess] = []

@@ -27,7 +27,7 @@ class Policy(tf.Module):
     """Acts for a batch of environments; `traces` counts how often the function was traced.
 
     `jit_compile` compiles the acting function with XLA (once per batch size): it fuses the
-    small per-step ops that dominate a batch-1 action (see the README's Performance).
+    small per-step ops that dominate a batch-1 action (see docs/performance.md).
     """
 
     def __init__(self, world_model: WorldModel, sac: SAC, cem_config: CEMConfig, train: str = "cem",

@@ -3,7 +3,7 @@
 mixed_bfloat16 runs the conv encoder and decoder (and the reward head) in bfloat16. Measured on the
 update of `configs/dmc_vision_cpu.yaml` (docs/performance.md, "Which precision when"):
 - AMD EPYC with AVX512-BF16: 1.2-1.8x faster;
-- Intel Xeon with AVX512-BF16 but no AMX (AMX hidden by the hypervisor): 1.36x *slower*, so
+- Intel Xeon with AVX512-BF16 but no AMX (AMX hidden by the hypervisor): 1.32x *slower*, so
   AVX512-BF16 alone counts only on AMD;
 - AVX2 only: TensorFlow emulates bfloat16, 11-14x slower.
 AMX (`amx_bf16`) is the unit Intel built for it and is taken as native. `auto` reads the vendor and

@@ -94,7 +94,8 @@ class Learner(tf.Module):
     def _catch_up(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One round of the actor-critic part alone: its updates on the batch's posterior features, the model frozen.
 
-        The SAC head trails a world model that changes every update (docs/sac_head.md); rounds without a model update let it catch up with the current features.
+        The SAC head trails a world model that changes every update (docs/sac_head.md); rounds
+        without a model update let it catch up with the current features.
         """
         obs = batch[self.world_model.obs_key]
         embed = self.world_model.embed(obs, self.world_model.observation_noise(self.rng, obs))

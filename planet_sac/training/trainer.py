@@ -38,6 +38,7 @@ from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
+from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
@@ -455,7 +456,7 @@ class Trainer:
 
         The loop reads as its schedule: a pending test phase runs first; otherwise one update, then
         collection, logging, the open-loop video and a checkpoint, each when `Every` says so.
-        A run already at `train_steps` only returns `{"step": ...}`: nothing new was logged.
+        A run already at `train_steps` trains nothing and returns its last logged training record.
         """
         when = Every.of(self.config, self.collects, train_steps)
         self.collect_seed_episodes()
@@ -499,7 +500,17 @@ class Trainer:
             last = self._log({key: float(value) for key, value in metrics.items()}, TRAIN)
         self.checkpointer.save(int(self.counters.step.numpy()))
         self.logger.flush()
-        return last or {"step": step}  # a run that had nothing left to do still says where it is
+        if not last:  # nothing left to do: answer with where the run is and what it last logged
+            log.info("already at step %d of %d: nothing to train (pass a larger --train-steps to go on)", step, when.total)
+            last = self._last_train_record() or {"step": step}
+        return last
+
+    def _last_train_record(self) -> dict:
+        """The run's last training record in metrics.jsonl ({} without one)."""
+        if not tf.io.gfile.exists(self.logger.metrics_path):
+            return {}
+        records = [record for record in read_metrics(self.logger.metrics_path) if record.get("phase") == TRAIN]
+        return records[-1] if records else {}
 
     def test_phase(self, batches: Iterator[dict]) -> dict:
         """The test phase as one unit: the SAC head catches up with the model, then `run_test_phase` evaluates and checkpoints."""

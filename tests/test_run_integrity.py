@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -246,6 +247,20 @@ def test_when_no_checkpoint_is_readable_each_reader_says_so_in_one_line(run, tmp
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"planet-sac {command}: error: no readable checkpoint in {run}"), err
         assert "ckpt-10" in err[0] and "Checksum does not match" in err[0]
+
+
+def test_a_run_whose_checkpoints_were_deleted_is_not_started_over_on_top_of_its_metrics(smoke_run_copy, capsys):
+    """Every run saves a checkpoint before it logs anything, so metrics without one mean lost checkpoints: training
+    there again is refused in one line (starting over would append a second run to the first one's metrics)."""
+    run = smoke_run_copy
+    metrics = (Path(run) / "metrics.jsonl").read_bytes()
+    assert metrics
+    shutil.rmtree(f"{run}/checkpoints")
+    assert main(["train", "--logdir", run, "--train-steps", "30", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds a run's metrics.jsonl (up to step 20) but no checkpoint" in err[0], err
+    assert (Path(run) / "metrics.jsonl").read_bytes() == metrics
+    assert not os.path.exists(f"{run}/checkpoints") or not os.listdir(f"{run}/checkpoints")
 
 
 def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs_lost_steps_once(smoke_run, tmp_path,

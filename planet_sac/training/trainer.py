@@ -242,6 +242,8 @@ class Trainer:
     def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
         """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
         resumed = self.checkpointer.restore_latest()
+        if not resumed:
+            self._refuse_a_run_without_checkpoints()
         if resumed:
             step = int(self.counters.step.numpy())
             episodes_at_checkpoint = int(self.counters.train_episodes.numpy())
@@ -504,6 +506,18 @@ class Trainer:
             log.info("already at step %d of %d: nothing to train (pass a larger --train-steps to go on)", step, when.total)
             last = self._last_train_record() or {"step": step}
         return last
+
+    def _refuse_a_run_without_checkpoints(self) -> None:
+        """A logdir with metrics but no checkpoint lost its checkpoints (a run saves one before it logs anything):
+        starting over there would append a second run to the first one's metrics.jsonl."""
+        if not tf.io.gfile.exists(self.logger.metrics_path):
+            return
+        records = read_metrics(self.logger.metrics_path)
+        if records:
+            raise ConfigError(
+                f"{self.logdir} holds a run's metrics.jsonl (up to step {max(r.get('step', 0) for r in records)}) but no "
+                f"checkpoint in {self.checkpointer.manager.directory}; starting over would mix two runs: bring the checkpoints "
+                "back, or train into a new --logdir")
 
     def _last_train_record(self) -> dict:
         """The run's last training record in metrics.jsonl ({} without one)."""

@@ -225,10 +225,17 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
         raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
 
 
+def run_episodes(directory: str) -> list[str]:
+    """The episode files of a directory that a run counts, oldest first: those named as `episode_filename` names
+    them (ending in `-<length>.npz`). Other .npz files there (copied in by hand, say) are still trained on if they
+    are episodes, but are not the run's collections."""
+    return [path for path in list_episodes(directory) if re.search(r"-\d+\.npz$", path)]
+
+
 def episode_stats(directory: str, oldest: int | None = None) -> tuple[int, int]:
-    """(episodes, agent steps) of a directory, or of its `oldest` episodes, read from the file names' length suffix
-    (environment steps are agent steps x the action repeat)."""
-    paths = list_episodes(directory)[:oldest]
+    """(episodes, agent steps) of a directory's `run_episodes`, or of its `oldest` ones, read from the file names'
+    length suffix (environment steps are agent steps x the action repeat)."""
+    paths = run_episodes(directory)[:oldest]
     steps = 0
     for path in paths:
         match = re.search(r"-(\d+)\.npz$", path)

@@ -42,7 +42,7 @@ from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
-from planet_sac.training.run_dir import LOCK_FILE, check_config_change, episode_stats, lock_run, prepare_logdir
+from planet_sac.training.run_dir import LOCK_FILE, check_config_change, episode_stats, lock_run, prepare_logdir, run_episodes
 
 log = logging.getLogger("planet_sac")
 
@@ -260,7 +260,7 @@ class Trainer:
         self._sync_episode_counters()
         if resumed and self.collects:
             ahead = self._episodes_collected_after(episodes_at_checkpoint)
-            self._episodes_ahead = list_episodes(self.train_dir)[-ahead:] if ahead else []
+            self._episodes_ahead = run_episodes(self.train_dir)[-ahead:] if ahead else []
             if ahead:
                 message += (f"; {ahead} training episode(s) collected after that checkpoint stay, and "
                             "the collections that wrote them are not repeated")

@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make train   creates .venv, installs planet-sac with its extras (uv, from PyPI: about 20 s where pip took 60-70), trains the default agent
+#   make train   creates .venv, installs planet-sac with its extras (uv, from PyPI: about 20 s where pip took 43-70), trains the default agent
 #   make test    same set-up, then ruff, mypy (planet_sac/, configured in pyproject.toml), the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=3 pytest-xdist processes: on 2 cores the third uses the time the others wait on subprocesses; 0 runs it serially)
 PYTHON ?= python3
 VENV ?= .venv

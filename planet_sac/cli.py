@@ -382,7 +382,7 @@ def _is_run(checkpoint: str) -> bool:
 def _print_collected(outdir: str, summaries: list[dict]) -> None:
     returns = [summary["return"] for summary in summaries]
     mean = f"{sum(returns) / len(returns):.2f}" if returns else "n/a"
-    print(f"wrote {len(summaries)} episodes to {outdir}: mean return {mean}")
+    print(f"wrote {len(summaries)} episode{'s' if len(summaries) != 1 else ''} to {outdir}: mean return {mean}")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -394,7 +394,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
     check_run(args.logdir, args.video)
     apply_overrides(find_run_config(args.logdir), args.set)  # checked before any episode runs
-    print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episodes, {args.logdir})")
+    print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episode{'s' if args.episodes != 1 else ''}, {args.logdir})")
     # One environment and agent for all policies; each starts from the same seeds (see evaluate_policies).
     for policy, result in evaluate_policies(args.logdir, args.episodes, args.policy, seed=args.seed, video=args.video,
                                             overrides=args.set):

@@ -710,7 +710,7 @@ def _reference_row(section: str | None, field: dataclasses.Field, hint: Any, ran
     elif hint is bool:
         allowed = "`true` or `false`"
     optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
-    if optional and allowed:
+    if optional and allowed and "`null`" not in allowed:
         allowed += " or `null`"
     meaning = comments.get(field.name, "")
     if not meaning:

@@ -38,7 +38,7 @@ def read_curves(logdir: str) -> dict[str, Curve]:
     """
     path = os.path.join(logdir, "metrics.jsonl")
     if not os.path.isfile(path):
-        raise ConfigError(f"{logdir} has no metrics.jsonl; pass the --logdir of a training run")
+        raise ConfigError(f"{logdir} has no metrics.jsonl; pass the logdir of a training run")
     points: dict[str, dict[float, float]] = {}
     for record in read_metrics(path):
         for key, value in record.items():

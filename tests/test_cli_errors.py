@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -14,7 +15,7 @@ from planet_sac.cli import main
 from planet_sac.envs import DMCEnv, make_env
 from planet_sac.errors import MissingPackageError, SetupError
 from planet_sac.training.learner import Learner
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, ROOT
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 TYPO = "model.deter_sise=3"
@@ -148,11 +149,22 @@ def test_random_collection_refuses_bad_inputs_before_making_the_outdir(extra, me
 @pytest.mark.parametrize("extra, message", [
     (["--set", "env.obs=image", "--set", "env.image_size=32"], "env.image_size=32: image observations are 64x64"),
     (["--offline-data", "{tmp}/no_such_folder"], "no_such_folder is not a directory of episodes"),
+    (["--offline-data", "{tmp}/empty"], "empty holds no usable episode (0 .npz files)"),
+    (["--offline-data", "{tmp}/corrupt"], "corrupt holds no usable episode (2 .npz files; first: a-5.npz: "),
+    (["--offline-data", "{tmp}/short"], "short holds no usable episode (1 .npz files; first: "),
     (["--restore-from", "{tmp}/no_such_run"], "no checkpoint at"),
     (["--restore-from", "{source}", "--include", "["], "invalid pattern"),
 ])
 def test_train_refuses_bad_inputs_before_making_the_logdir(extra, message, tmp_path, capsys):
-    """These used to fail after LOGDIR and its run.lock (and an events file) were made."""
+    """These used to fail after LOGDIR and its run.lock (and an events file) were made (offline data with no usable
+    episode: after its config and first checkpoint, so that a corrected retry was refused as a changed config)."""
+    for folder in ("empty", "corrupt", "short"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "corrupt" / "a-5.npz").write_bytes(b"PK\x03\x04 truncated")
+    (tmp_path / "corrupt" / "b-5.npz").write_bytes(b"")
+    shipped = sorted((ROOT / "data" / "pendulum_state").glob("*.npz"))[0]
+    episode = dict(np.load(shipped))
+    np.savez_compressed(tmp_path / "short" / "s-3.npz", **{key: value[:4] for key, value in episode.items()})
     source = tmp_path / "source"
     if "{source}" in extra:
         assert main(["train", "--config", SMOKE, "--logdir", str(source), "--train-steps", "0", "--quiet"]) == 0

@@ -184,6 +184,8 @@ class Trainer:
         try:
             obs_shape, action_size = self._data_shapes()
             self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
+            if self.offline:
+                self._check_offline_data()  # before the run's config and first checkpoint are written
             with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
                 self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
@@ -208,6 +210,22 @@ class Trainer:
             raise
 
     # ------------------------------------------------------------------ setup
+
+    def _check_offline_data(self) -> None:
+        """Raises ConfigError unless the offline data holds one episode the replay can use (readable, in the task's
+        format, at least a chunk long or terminated); reads files only until it finds one."""
+        chunk, reasons = self.config.data.chunk_length, []
+        for path in list_episodes(self.train_dir):
+            try:
+                episode = load_episode(path, self.episode_spec)
+            except BadEpisodeError as error:
+                reasons.append(f"{os.path.basename(path)}: {error}")
+                continue
+            if len(episode["action"]) >= chunk or episode["discount"][-1] == 0.0:
+                return
+            reasons.append(f"{os.path.basename(path)}: {len(episode['action'])} steps, shorter than data.chunk_length={chunk}")
+        first = f"; first: {reasons[0]}" if reasons else ""
+        raise ConfigError(f"--offline-data {self.train_dir} holds no usable episode ({len(reasons)} .npz files{first})")
 
     def _data_shapes(self) -> tuple[tuple[int, ...], int]:
         """(observation shape, action size) of the configured task, from its environment's spaces.

@@ -394,7 +394,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
     check_run(args.logdir, args.video)
     apply_overrides(find_run_config(args.logdir), args.set)  # checked before any episode runs
-    print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({args.episodes} episode{'s' if args.episodes != 1 else ''}, {args.logdir})")
+    episodes = f"{args.episodes} episode{'s' if args.episodes != 1 else ''}"
+    print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({episodes}, {args.logdir})")
     # One environment and agent for all policies; each starts from the same seeds (see evaluate_policies).
     for policy, result in evaluate_policies(args.logdir, args.episodes, args.policy, seed=args.seed, video=args.video,
                                             overrides=args.set):

@@ -225,7 +225,9 @@ class Trainer:
                 return
             reasons.append(f"{os.path.basename(path)}: {len(episode['action'])} steps, shorter than data.chunk_length={chunk}")
         first = f"; first: {reasons[0]}" if reasons else ""
-        raise ConfigError(f"--offline-data {self.train_dir} holds no usable episode ({len(reasons)} .npz files{first})")
+        raise ConfigError(f"--offline-data {self.train_dir} holds no usable episode ({len(reasons)} .npz files{first}); "
+                          f"give it episodes of {self.config.env.task} with env.obs={self.config.env.obs} (planet-sac collect), "
+                          "set env.task/env.obs to the data's, or lower data.chunk_length for short episodes")
 
     def _data_shapes(self) -> tuple[tuple[int, ...], int]:
         """(observation shape, action size) of the configured task, from its environment's spaces.

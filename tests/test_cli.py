@@ -308,3 +308,15 @@ def test_offline_data_with_other_observations_is_a_clear_error(tmp_path, capsys)
                  str(DATA / "cartpole_swingup_image"), "--set", "data.wait_seconds=0.5", "--quiet"]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "spec mismatch: no 'state' observations, has image" in error and "set env.task/env.obs to the data's" in error
+
+
+def test_a_new_run_without_a_config_is_warned_that_it_takes_planets_full_defaults(tmp_path, caplog):
+    from planet_sac.training.run_dir import resolve_run_config
+
+    with caplog.at_level(logging.WARNING, logger="planet_sac"):
+        config = resolve_run_config(str(tmp_path / "new"))
+        resolve_run_config(str(tmp_path / "other"), str(SMOKE))
+    assert config.env.task == "dmc:cheetah-run"  # configs/default.yaml
+    warned = [record.getMessage() for record in caplog.records]
+    assert len(warned) == 1 and "no --config for the new run" in warned[0]
+    assert "dmc:cheetah-run from image, 400000 updates" in warned[0]

@@ -172,7 +172,11 @@ def resolve_run_config(logdir: str, config_path: str | None = None, overrides: S
     """
     saved_path = f"{logdir}/config.yaml"
     if not tf.io.gfile.exists(saved_path):
-        return load_config(config_path, list(overrides))
+        config = load_config(config_path, list(overrides))
+        if config_path is None:  # say so: the defaults are PlaNet's full pixel run, not a quick one
+            log.warning("no --config for the new run %s: PlaNet's defaults (%s from %s, %d updates; docs/config.md)",
+                        logdir, config.env.task, config.env.obs, config.schedule.train_steps)
+        return config
     saved = read_config_file(saved_path)
     requested = load_config(config_path, list(overrides)) if config_path else apply_overrides(saved, list(overrides))
     return requested if check_config_change(logdir, requested, force, saved) else saved

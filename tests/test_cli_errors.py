@@ -149,22 +149,11 @@ def test_random_collection_refuses_bad_inputs_before_making_the_outdir(extra, me
 @pytest.mark.parametrize("extra, message", [
     (["--set", "env.obs=image", "--set", "env.image_size=32"], "env.image_size=32: image observations are 64x64"),
     (["--offline-data", "{tmp}/no_such_folder"], "no_such_folder is not a directory of episodes"),
-    (["--offline-data", "{tmp}/empty"], "empty holds no usable episode (0 .npz files)"),
-    (["--offline-data", "{tmp}/corrupt"], "corrupt holds no usable episode (2 .npz files; first: a-5.npz: "),
-    (["--offline-data", "{tmp}/short"], "short holds no usable episode (1 .npz files; first: "),
     (["--restore-from", "{tmp}/no_such_run"], "no checkpoint at"),
     (["--restore-from", "{source}", "--include", "["], "invalid pattern"),
 ])
 def test_train_refuses_bad_inputs_before_making_the_logdir(extra, message, tmp_path, capsys):
-    """These used to fail after LOGDIR and its run.lock (and an events file) were made (offline data with no usable
-    episode: after its config and first checkpoint, so that a corrected retry was refused as a changed config)."""
-    for folder in ("empty", "corrupt", "short"):
-        (tmp_path / folder).mkdir()
-    (tmp_path / "corrupt" / "a-5.npz").write_bytes(b"PK\x03\x04 truncated")
-    (tmp_path / "corrupt" / "b-5.npz").write_bytes(b"")
-    shipped = sorted((ROOT / "data" / "pendulum_state").glob("*.npz"))[0]
-    episode = dict(np.load(shipped))
-    np.savez_compressed(tmp_path / "short" / "s-3.npz", **{key: value[:4] for key, value in episode.items()})
+    """These used to fail after LOGDIR and its run.lock (and an events file) were made."""
     source = tmp_path / "source"
     if "{source}" in extra:
         assert main(["train", "--config", SMOKE, "--logdir", str(source), "--train-steps", "0", "--quiet"]) == 0
@@ -173,6 +162,31 @@ def test_train_refuses_bad_inputs_before_making_the_logdir(extra, message, tmp_p
     argv = [item.format(tmp=tmp_path, source=source) for item in extra]
     assert main(["train", "--config", SMOKE, "--logdir", str(logdir), *argv, "--quiet"]) == 2
     assert message in one_line_error(capsys, "train")
+    assert not logdir.exists()
+
+
+@pytest.mark.parametrize("folder, message", [
+    ("empty", "after 0s (0 files skipped"),
+    ("corrupt", "(2 files skipped: 1 empty file, 1 not a zip/npz file)"),
+    ("short", "All are shorter than chunk_length 10 (the longest has 4 steps)"),
+])
+def test_offline_data_without_a_usable_episode_is_refused_before_the_logdir_is_made(folder, message, tmp_path, capsys):
+    """It used to fail after the run's config and first checkpoint were written, so that the corrected retry into the
+    same logdir was refused as a changed config. Skipped files are still logged, one warning each."""
+    data = tmp_path / folder
+    data.mkdir()
+    if folder == "corrupt":
+        (data / "a-5.npz").write_bytes(b"PK\x03\x04 truncated")
+        (data / "b-5.npz").write_bytes(b"")
+    if folder == "short":
+        with np.load(sorted((ROOT / "data" / "pendulum_state").glob("*.npz"))[0]) as shipped:
+            np.savez_compressed(data / "s-3.npz", **{key: value[:4] for key, value in shipped.items()})
+    logdir = tmp_path / "run"
+    assert main(["train", "--config", SMOKE, "--logdir", str(logdir), "--offline-data", str(data),
+                 "--set", "data.wait_seconds=0", "--quiet"]) == 2
+    *warnings, line = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"planet-sac train: error: No usable episodes in {data} ") and message in line, line
+    assert len(warnings) == len(os.listdir(data)) and all(w.startswith("warning: Skipping episode file") for w in warnings)
     assert not logdir.exists()
 
 

@@ -212,22 +212,12 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _check_offline_data(self) -> None:
-        """Raises ConfigError unless the offline data holds one episode the replay can use (readable, in the task's
-        format, at least a chunk long or terminated); reads files only until it finds one."""
-        chunk, reasons = self.config.data.chunk_length, []
-        for path in list_episodes(self.train_dir):
-            try:
-                episode = load_episode(path, self.episode_spec)
-            except BadEpisodeError as error:
-                reasons.append(f"{os.path.basename(path)}: {error}")
-                continue
-            if len(episode["action"]) >= chunk or episode["discount"][-1] == 0.0:
-                return
-            reasons.append(f"{os.path.basename(path)}: {len(episode['action'])} steps, shorter than data.chunk_length={chunk}")
-        first = f"; first: {reasons[0]}" if reasons else ""
-        raise ConfigError(f"--offline-data {self.train_dir} holds no usable episode ({len(reasons)} .npz files{first}); "
-                          f"give it episodes of {self.config.env.task} with env.obs={self.config.env.obs} (planet-sac collect), "
-                          "set env.task/env.obs to the data's, or lower data.chunk_length for short episodes")
+        """Raises the replay's own NoEpisodesError (what was skipped and why, what the task expects) unless the offline
+        data holds an episode the replay can use; capped at one episode, the replay reads the newest files only until
+        it finds one."""
+        probe = EpisodeReplay(self.train_dir, self.config.data.chunk_length, max_episodes=1,
+                              wait_seconds=self.config.data.wait_seconds, spec=self.episode_spec)
+        _ = probe.spec  # waits up to data.wait_seconds for a usable episode
 
     def _data_shapes(self) -> tuple[tuple[int, ...], int]:
         """(observation shape, action size) of the configured task, from its environment's spaces.

@@ -395,10 +395,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     check_run(args.logdir, args.video)
     apply_overrides(find_run_config(args.logdir), args.set)  # checked before any episode runs
     episodes = f"{args.episodes} episode{'s' if args.episodes != 1 else ''}"
-    print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({episodes}, {args.logdir})")
     # One environment and agent for all policies; each starts from the same seeds (see evaluate_policies).
-    for policy, result in evaluate_policies(args.logdir, args.episodes, args.policy, seed=args.seed, video=args.video,
-                                            overrides=args.set):
+    for index, (policy, result) in enumerate(evaluate_policies(args.logdir, args.episodes, args.policy, seed=args.seed,
+                                                                 video=args.video, overrides=args.set)):
+        if index == 0:  # after the agent is built, so its start-up lines do not split the table
+            if result["step"] == 0:
+                logging.getLogger("planet_sac").warning("checkpoint step 0: %s has not trained yet", args.logdir)
+            print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({episodes}, {args.logdir})")
         print(f"{policy:<16}{result['mean']:>10.1f}{result['std']:>10.1f}{result['min']:>10.1f}{result['max']:>10.1f}", flush=True)
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
     return 0

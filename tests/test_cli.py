@@ -114,7 +114,18 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
         means[policy] = float(row.group(1))
     assert len(set(means.values())) == len(POLICIES), means
     assert "checkpoint step 20" in out and video.stat().st_size > 1000
+    assert out.splitlines()[0].startswith("policy") and out.splitlines()[0].endswith(f"(1 episode, {logdir})")
     assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
+
+
+def test_evaluating_a_run_that_has_not_trained_says_so(tmp_path, capsys):
+    logdir = str(tmp_path / "run")
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "0", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--policy", "random"]) == 0
+    captured = capsys.readouterr()
+    assert f"checkpoint step 0: {logdir} has not trained yet" in captured.err
+    assert "checkpoint step 0" in captured.out
 
 
 def test_evaluate_refuses_a_video_it_could_not_write_before_any_episode(trained, tmp_path, capsys):

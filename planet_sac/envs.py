@@ -625,7 +625,7 @@ class EnvProcess(gymnasium.Env):
         finally:
             if not answered:
                 log.warning("environment process %d did not answer close in %.0f s; killed it",
-                               self._process.pid, self.CLOSE_SECONDS)
+                            self._process.pid, self.CLOSE_SECONDS)
                 self._process.kill()
             _stop_process(self._process, self._conn)
 

@@ -229,11 +229,15 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
         raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
 
 
+_LENGTH_SUFFIX = re.compile(r"-(\d+)\.npz$")
+"""The end of an episode file's name (`episode_filename`): its length in agent steps."""
+
+
 def run_episodes(directory: str) -> list[str]:
     """The episode files of a directory that a run counts, oldest first: those named as `episode_filename` names
     them (ending in `-<length>.npz`). Other .npz files there (copied in by hand, say) are still trained on if they
     are episodes, but are not the run's collections."""
-    return [path for path in list_episodes(directory) if re.search(r"-\d+\.npz$", path)]
+    return [path for path in list_episodes(directory) if _LENGTH_SUFFIX.search(path)]
 
 
 def episode_stats(directory: str, oldest: int | None = None) -> tuple[int, int]:
@@ -242,6 +246,6 @@ def episode_stats(directory: str, oldest: int | None = None) -> tuple[int, int]:
     paths = run_episodes(directory)[:oldest]
     steps = 0
     for path in paths:
-        match = re.search(r"-(\d+)\.npz$", path)
+        match = _LENGTH_SUFFIX.search(path)
         steps += int(match.group(1)) if match else 0
     return len(paths), steps

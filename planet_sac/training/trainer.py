@@ -211,6 +211,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ setup
 
+    @property
+    def _absorbing_steps(self) -> int:
+        """Absorbing steps the replays append to terminated episodes: n - 1, so SAC's n-step starts reach the end."""
+        return self.config.sac.n_step - 1
+
     def _check_offline_data(self) -> None:
         """Raises the replay's own NoEpisodesError (what was skipped and why, what the task expects) unless the offline
         data holds an episode the replay can use; capped at one episode, the replay reads the newest files only until
@@ -418,7 +423,7 @@ class Trainer:
             replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
                                    keys=(self.config.env.obs, "action", "reward", "discount"),
                                    wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec,
-                                   absorbing_steps=self.config.sac.n_step - 1)  # as the training replay
+                                   absorbing_steps=self._absorbing_steps)
             self._test_chunks = iter(replay)
         try:
             chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
@@ -478,7 +483,7 @@ class Trainer:
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
                                        seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
-                                       absorbing_steps=self.config.sac.n_step - 1,  # SAC's n-step starts reach the end
+                                       absorbing_steps=self._absorbing_steps,
                                        prefetch=0)  # deterministic: batches are drawn when needed, not ahead
         batches = iter(dataset)
         step = int(self.counters.step.numpy())

@@ -104,6 +104,8 @@ class ModelConfig:
     activation: Literal["relu", "elu"] = "relu"  # of the RSSM, reward head and state MLPs (PlaNet: relu; Dreamer: elu)
     free_nats: float = 3.0  # floor on the KL of every time step (PlaNet: elementwise, before the mean)
     kl_scale: float = 1.0  # weight of the KL term in the loss
+    kl_balance: float | None = None  # None = PlaNet's KL; b = b * KL(sg(post)||prior) + (1 - b) * KL(post||sg(prior)), each floored (DreamerV2: 0.8)
+    augment_shift: int = 0  # 0 = off; else the encoder's training input is shifted by up to this many pixels per chunk (DrQ: 4)
     reward_scale: float = 10.0  # PlaNet's reward_scale
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
@@ -126,6 +128,11 @@ class ModelConfig:
                               "KL that model.overshooting_scale=0 leaves out of the loss; set model.overshooting_scale "
                               "above 0 or model.overshooting_distance=0")
         _in_range("model.image_bits", self.image_bits, low=1, high=8)
+        _record("model.kl_balance", "in (0, 1) or `null`")
+        if self.kl_balance is not None and not 0.0 < self.kl_balance < 1.0:
+            raise ConfigError(f"model.kl_balance={self.kl_balance}: must be in (0, 1) (DreamerV2: 0.8), or null for "
+                              "PlaNet's KL, which trains prior and posterior alike")
+        _in_range("model.augment_shift", self.augment_shift, low=0, high=16)
 
 
 @dataclasses.dataclass
@@ -211,6 +218,8 @@ class SACConfig:
     catchup_rounds: int = 0  # 0 = off; else SAC-only rounds on the frozen model before each test phase and SAC-collected episode
     action_bounds: Literal["tanh", "invert_gradients"] = "tanh"  # squash actions, or invert gradients at the bounds
     exploration_noise: float = 0.0  # train phase: N(0, this) added to the actor's sample, clipped (Dreamer's expl_amount 0.3); 0 = off
+    min_std: float = math.exp(-5.0)  # floor of the actor's std before the squash (DreamerV2/V3: 0.1)
+    min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
 
     def validate(self) -> None:
         for name in ("units", "layers", "batch_size"):
@@ -244,6 +253,12 @@ class SACConfig:
         _in_range("sac.discount", self.discount, low=0.0, high=1.0)
         _in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
         _non_negative("sac.exploration_noise", self.exploration_noise)
+        _in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
+        _non_negative("sac.min_alpha", self.min_alpha)
+        _record("sac.min_alpha", "at most sac.init_alpha")
+        if self.min_alpha > self.init_alpha:
+            raise ConfigError(f"sac.min_alpha={self.min_alpha} is above sac.init_alpha={self.init_alpha}: the temperature "
+                              "would start below its floor; lower sac.min_alpha or raise sac.init_alpha")
 
 
 @dataclasses.dataclass

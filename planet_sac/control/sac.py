@@ -24,7 +24,7 @@ from planet_sac.config import SACConfig
 from planet_sac.models.networks import MLP
 from planet_sac.optim import Adam
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+LOG_STD_MAX = 2.0
 
 
 def invert_gradients(grad: tf.Tensor, action: tf.Tensor, low: float = -1.0, high: float = 1.0) -> tf.Tensor:
@@ -54,9 +54,21 @@ def _inverting_clip(action: tf.Tensor):
 
 
 class SAC(tf.Module):
-    """Actor, twin critics with targets, and the entropy temperature."""
+    """Actor, twin critics with targets, and the entropy temperature.
 
-    METRICS = ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q", "sac/entropy", "sac/update_finite")
+    The actor's standard deviation (before the squash) is clipped to [`sac.min_std`, e^2]; the
+    temperature is kept at or above `sac.min_alpha` (a projection after each of its steps).
+    """
+
+    METRICS = ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q", "sac/entropy", "sac/std",
+               "sac/std_at_floor", "sac/update_finite")
+    HALF_METRICS = ("reward", "q", "target")  # per half of a mixed batch: sac/real/<name>, sac/imagined/<name>
+
+    @staticmethod
+    def metric_names(real_size: int, imagined_size: int) -> tuple[str, ...]:
+        """The keys `update` returns for a batch of `real_size` real transitions followed by `imagined_size` imagined."""
+        halves = [name for name, size in (("real", real_size), ("imagined", imagined_size)) if size > 0]
+        return SAC.METRICS + tuple(f"sac/{half}/{name}" for half in halves for name in SAC.HALF_METRICS)
 
     def __init__(self, config: SACConfig, feature_size: int, action_size: int, seed: int = 0, name: str = "sac"):
         super().__init__(name=name)
@@ -75,13 +87,14 @@ class SAC(tf.Module):
         self.actor_optimizer = Adam(self.actor.trainable_variables, config.actor_lr, name="sac_actor")
         self.critic_optimizer = Adam(self.critic_variables, config.critic_lr, name="sac_critic")
         self.alpha_optimizer = Adam([self.log_alpha], config.alpha_lr, name="sac_alpha")
+        self.min_log_std = math.log(config.min_std)
         self.soft_update_targets(1.0)
 
     # ------------------------------------------------------------------ acting
 
     def _distribution(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         mean, log_std = tf.split(self.actor(features), 2, -1)
-        log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        log_std = tf.clip_by_value(log_std, self.min_log_std, LOG_STD_MAX)
         return mean, log_std
 
     def sample(self, features: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -137,13 +150,20 @@ class SAC(tf.Module):
         return loss, log_prob
 
     def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
-               next_features: tf.Tensor, rng: tf.random.Generator, steps: int = 1) -> Dict[str, tf.Tensor]:
+               next_features: tf.Tensor, rng: tf.random.Generator, steps: int = 1,
+               real_size: int | None = None) -> Dict[str, tf.Tensor]:
         """One SAC update on a batch of (`steps`-step) transitions; returns scalar metrics.
 
         The critic, actor and temperature losses are computed from the same parameters and
         applied together (as in the original softlearning implementation), so a NaN/inf in
         any loss or gradient skips the whole update: no optimizer step, no target update;
         `sac/update_finite` is then 0.
+
+        `real_size`: the batch's first `real_size` transitions are real, the rest imagined (None:
+        all real). The metrics (keys: `metric_names`) are batch means, plus per half the mean
+        n-step `reward`, the first critic's `q` and the critic `target`; `sac/std` is the mean
+        standard deviation of the actor's Gaussian, `sac/std_at_floor` the share of its
+        dimensions clipped at `sac.min_std`.
         """
         features, next_features = tf.stop_gradient(features), tf.stop_gradient(next_features)
         target = self.critic_target(reward, discount, next_features, rng.normal(tf.shape(action)), steps)
@@ -159,6 +179,7 @@ class SAC(tf.Module):
 
         with tf.GradientTape() as tape:
             alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
+        _, log_std = self._distribution(features)
         alpha_grads = tape.gradient(alpha_loss, [self.log_alpha])
 
         finite = tf.reduce_all([tf.math.is_finite(value) for value in (
@@ -169,12 +190,25 @@ class SAC(tf.Module):
             self.critic_optimizer.apply(critic_grads)
             self.actor_optimizer.apply(actor_grads)
             self.alpha_optimizer.apply(alpha_grads)
+            if self.config.min_alpha > 0:  # a projection: the temperature can rise again from the floor at once
+                self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))
             self.soft_update_targets(self.config.tau)
             return tf.constant(1.0)
 
         applied = tf.cond(finite, apply, lambda: tf.constant(0.0))
-        return {"sac/critic_loss": critic_loss, "sac/actor_loss": actor_loss, "sac/alpha": self.alpha,
-                "sac/q": tf.reduce_mean(q1), "sac/entropy": -tf.reduce_mean(log_prob), "sac/update_finite": applied}
+        metrics = {"sac/critic_loss": critic_loss, "sac/actor_loss": actor_loss, "sac/alpha": self.alpha,
+                   "sac/q": tf.reduce_mean(q1), "sac/entropy": -tf.reduce_mean(log_prob),
+                   "sac/std": tf.reduce_mean(tf.exp(log_std)),
+                   "sac/std_at_floor": tf.reduce_mean(tf.cast(log_std <= self.min_log_std, tf.float32)),
+                   "sac/update_finite": applied}
+        size = action.shape[0]
+        real_size = size if real_size is None else real_size
+        for half, part in (("real", slice(0, real_size)), ("imagined", slice(real_size, size))):
+            if part.stop > part.start:
+                metrics.update({f"sac/{half}/reward": tf.reduce_mean(reward[part]),
+                                f"sac/{half}/q": tf.reduce_mean(q1[part]),
+                                f"sac/{half}/target": tf.reduce_mean(target[part])})
+        return metrics
 
     def soft_update_targets(self, tau: float) -> None:
         """target <- (1 - tau) * target + tau * online."""

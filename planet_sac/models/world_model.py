@@ -99,6 +99,8 @@ class WorldModel(tf.Module):
         noise = {"posterior": rng.normal([batch_size, length, stoch])}
         if self.obs_key == "image":
             noise["image"] = rng.uniform([batch_size, length, *self.obs_shape])
+        if self.obs_key == "image" and self.config.augment_shift > 0:  # one (dy, dx) per chunk, in [0, 2 * pad]
+            noise["shift"] = rng.uniform([batch_size, 2], 0, 2 * self.config.augment_shift + 1, dtype=tf.int32)
         if self.config.overshooting_distance > 0:
             noise["overshooting"] = rng.normal([self.config.overshooting_distance + 1, batch_size, length, stoch])
         return noise
@@ -109,7 +111,8 @@ class WorldModel(tf.Module):
         """PlaNet's loss on a [B, T] chunk. Returns (loss, metrics, posterior states)."""
         cfg = self.config
         obs = self.preprocess(batch[self.obs_key], noise.get("image"))
-        embed = self.encoder(obs)
+        # The encoder sees the shifted image (when model.augment_shift > 0); the decoder's target stays unshifted.
+        embed = self.encoder(random_shift(obs, noise["shift"], cfg.augment_shift) if "shift" in noise else obs)
         posts, priors = self.rssm.observe(embed, batch["action"], noise["posterior"])
         features = self.rssm.features(posts)
 
@@ -118,7 +121,7 @@ class WorldModel(tf.Module):
         reward_loss = tf.reduce_mean(normal_nll(batch["reward"], reward_mean, 0))
 
         kl = tfd.kl_divergence(self.rssm.distribution(posts), self.rssm.distribution(priors))  # [B, T]
-        kl_loss = self._free_nats(kl)
+        kl_loss = self._kl_loss(posts, priors, kl)
         loss = recon_loss + cfg.reward_scale * reward_loss + cfg.kl_scale * kl_loss
         metrics = {f"loss/{self.obs_key}": recon_loss, "loss/reward": reward_loss, "loss/kl": tf.reduce_mean(kl),
                    "model/prior_entropy": tf.reduce_mean(self.rssm.distribution(priors).entropy()),
@@ -137,6 +140,19 @@ class WorldModel(tf.Module):
             metrics["loss/overshooting"] = overshooting
         metrics["loss/total"] = loss
         return loss, metrics, posts
+
+    def _kl_loss(self, posts: State, priors: State, kl: tf.Tensor) -> tf.Tensor:
+        """The KL term: PlaNet's `_free_nats(kl)`, or with `model.kl_balance` = b DreamerV2's balanced KL,
+        b * free(KL(sg(post) || prior)) + (1 - b) * free(KL(post || sg(prior))): the prior moves towards
+        the posterior faster than the posterior towards the prior. `kl` [B, T] is KL(post || prior)."""
+        balance = self.config.kl_balance
+        if balance is None:
+            return self._free_nats(kl)
+        sg = lambda state: tf.nest.map_structure(tf.stop_gradient, state)  # noqa: E731
+        dist = self.rssm.distribution
+        prior_term = self._free_nats(tfd.kl_divergence(dist(sg(posts)), dist(priors)))
+        posterior_term = self._free_nats(tfd.kl_divergence(dist(posts), dist(sg(priors))))
+        return balance * prior_term + (1.0 - balance) * posterior_term
 
     def _free_nats(self, kl: tf.Tensor) -> tf.Tensor:
         """PlaNet's free nats: every time step's KL is floored at `free_nats`, then averaged.
@@ -207,6 +223,21 @@ def normal_nll(x: tf.Tensor, mean: tf.Tensor, event_dims: int, std: float = 1.0)
     for dim in x.shape[len(x.shape) - event_dims:]:
         size *= dim
     return 0.5 * (tf.reduce_sum(squared, axes) if axes else squared) + size * (math.log(std) + 0.5 * math.log(2 * math.pi))
+
+
+def random_shift(images: tf.Tensor, shift: tf.Tensor, pad: int) -> tf.Tensor:
+    """DrQ's random shift of [B, T, H, W, C] images, one integer shift per chunk.
+
+    The same as padding every side by `pad` pixels that repeat the border (DrQ-v2's replicate
+    padding) and cropping H x W at offset `shift` [B, 2] = (dy, dx) in [0, 2 * pad]: pixel (i, j)
+    of the result is pixel (clip(i + dy - pad), clip(j + dx - pad)) of the input, so offset
+    (pad, pad) returns the images unchanged.
+    """
+    height, width = images.shape[2], images.shape[3]
+    rows = tf.clip_by_value(shift[:, :1] - pad + tf.range(height)[None], 0, height - 1)  # [B, H]
+    cols = tf.clip_by_value(shift[:, 1:] - pad + tf.range(width)[None], 0, width - 1)  # [B, W]
+    shifted = tf.gather(images, rows, axis=2, batch_dims=1)
+    return tf.gather(shifted, cols, axis=3, batch_dims=1)
 
 
 def _shift(x: tf.Tensor, steps: tf.Tensor | int) -> tf.Tensor:

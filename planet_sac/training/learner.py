@@ -40,7 +40,7 @@ from typing import Dict, Mapping
 import tensorflow as tf
 
 from planet_sac.compiled import compiled_method
-from planet_sac.config import Config, ConfigError
+from planet_sac.config import Config, ConfigError, SACConfig
 from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
 from planet_sac.models.world_model import WorldModel
@@ -86,9 +86,12 @@ class Learner(tf.Module):
         self.catch_up = compiled_method(self._catch_up, jit_compile=optim.jit_compile, autograph=False)
 
     def _evaluate(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """The world model's loss terms on a batch, without an update (held-out loss, as PlaNet's test phase)."""
+        """The world model's loss terms on a batch, without an update (held-out loss, as PlaNet's test phase),
+        on unshifted images."""
         size, length = batch["action"].shape[0], batch["action"].shape[1]
-        _, metrics, _ = self.world_model.loss(batch, self.world_model.sample_noise(self.rng, size, length))
+        noise = self.world_model.sample_noise(self.rng, size, length)
+        noise.pop("shift", None)  # held-out images are seen as they are (model.augment_shift augments training only)
+        _, metrics, _ = self.world_model.loss(batch, noise)
         return metrics
 
     def _catch_up(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -216,7 +219,7 @@ class Learner(tf.Module):
         (NaN/inf) must not reach the SAC head either: then all are skipped.
         """
         updates = self.config.sac.updates_per_step
-        skipped = {key: tf.constant(float("nan")) for key in SAC.METRICS}
+        skipped = {key: tf.constant(float("nan")) for key in SAC.metric_names(*sac_batch_split(self.config.sac))}
         skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
         return tf.cond(world_model_finite,
                        lambda: actor_critic_updates(self.world_model, self.sac, chunks["features"], chunks, self.rng),
@@ -244,8 +247,7 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
     real = real_transitions(features, batch["action"][:, cfg.burn_in:], batch["reward"][:, cfg.burn_in:],
                             batch["discount"][:, cfg.burn_in:], n, cfg.discount)
     count = real.features.shape[0]
-    real_take = int(round(cfg.batch_size * cfg.real_ratio))
-    imagined_take = cfg.batch_size - real_take
+    real_take, imagined_take = sac_batch_split(cfg)
     if imagined_take:  # [updates, imagined_take, ...]: update i takes slice i
         pool = imagination_pool(world_model, sac, features, updates * imagined_take, rng)
         imagined = Transitions(*(tf.reshape(field, [updates, imagined_take, *field.shape[1:]]) for field in pool))
@@ -256,14 +258,20 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
             parts.append(real.gather(rng.uniform([real_take], 0, count, dtype=tf.int64)))
         if imagined_take:
             parts.append(Transitions(*(field[i] for field in imagined)))
-        metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n)
+        metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n, real_size=real_take)
         return i + 1, {key: sums[key] + metrics[key] for key in sums}
 
-    sums = {key: tf.constant(0.0) for key in SAC.METRICS}
+    sums = {key: tf.constant(0.0) for key in SAC.metric_names(real_take, imagined_take)}
     # One iteration at a time: each update reads the weights the previous one wrote.
     _, sums = tf.while_loop(lambda i, _: i < updates, body, (tf.constant(0), sums), parallel_iterations=1)
     metrics = {key: value / updates for key, value in sums.items()}
     return dict(metrics, **{"sac/skipped_updates": updates - sums["sac/update_finite"]})
+
+
+def sac_batch_split(config: SACConfig) -> tuple[int, int]:
+    """(real, imagined) transitions in each SAC batch: `round(batch_size * real_ratio)` real, the rest imagined."""
+    real = int(round(config.batch_size * config.real_ratio))
+    return real, config.batch_size - real
 
 
 def imagination_pool(world_model: WorldModel, sac: SAC, features: tf.Tensor, size: int,

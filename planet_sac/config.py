@@ -332,6 +332,10 @@ class Config:
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
+        _record("model.augment_shift", "> 0 only with env.obs=image")
+        if self.model.augment_shift and self.env.obs != "image":
+            raise ConfigError(f"model.augment_shift={self.model.augment_shift} shifts images, and env.obs={self.env.obs}; "
+                              "set model.augment_shift=0 for state observations")
         if self.model.overshooting_distance > self.data.chunk_length - 2:
             raise ConfigError(
                 f"model.overshooting_distance={self.model.overshooting_distance} needs chunks of at least "

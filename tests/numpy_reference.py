@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+LOG_STD_MAX = 2.0
 
 
 def relu(x):
@@ -101,9 +101,9 @@ def gaussian_kl(mean1, std1, mean2, std2):
 
 
 def actor(sac, feats):
-    """Mean and log-std (clipped to [-5, 2]) of the actor's Gaussian before the tanh."""
+    """Mean and log-std (clipped to [log sac.min_std, 2]) of the actor's Gaussian before the tanh."""
     mean, log_std = np.split(mlp(feats, sac.actor), 2, -1)
-    return mean, np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+    return mean, np.clip(log_std, np.log(sac.config.min_std), LOG_STD_MAX)
 
 
 def sample(sac, feats, noise):

@@ -133,6 +133,13 @@ def test_unknown_section_is_rejected(tmp_path):
     ("model.free_nats=.nan", "model.free_nats=nan: must be a finite number >= 0"),
     ("sac.target_entropy=.nan", "sac.target_entropy=nan: must be a finite number (or null: -|A|)"),
     ("sac.target_entropy=-.inf", "sac.target_entropy=-inf: must be a finite number"),
+    ("sac.min_std=0", "sac.min_std=0.0: must be in (0.0, 1.0]"),
+    ("sac.min_std=2", "sac.min_std=2.0: must be in (0.0, 1.0]"),
+    ("sac.min_alpha=-0.1", "sac.min_alpha=-0.1: must be >= 0"),
+    ("sac.min_alpha=0.5", "sac.min_alpha=0.5 is above sac.init_alpha=0.1"),
+    ("model.kl_balance=1.0", "model.kl_balance=1.0: must be in (0, 1)"),
+    ("model.kl_balance=0", "model.kl_balance=0.0: must be in (0, 1)"),
+    ("model.augment_shift=-1", "model.augment_shift=-1: must be in [0, 16]"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -146,6 +153,7 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
     (["model.overshooting_distance=4"], "model.overshooting_distance=4 computes a latent overshooting KL that "
                                         "model.overshooting_scale=0 leaves out of the loss"),
     (["sac.burn_in=46", "sac.n_step=4"], r"sac.burn_in=46 \+ sac.n_step=4 must be at most data.chunk_length - 1 = 49"),
+    (["env.obs=state", "model.augment_shift=4"], "model.augment_shift=4 shifts images, and env.obs=state"),
 ])
 def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(overrides, message):
     """Caught when the config is read, before a run directory is written (a run that failed at its first update

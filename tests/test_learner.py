@@ -145,12 +145,16 @@ def test_sac_batches_mix_real_and_imagined_transitions(smoke_config, monkeypatch
     batch["reward"][:, :4] = 1000.0  # rewards of steps 1..3 can only reach real transitions if burn-in is ignored
     tf.config.run_functions_eagerly(True)
     try:
-        learner.update(batch)
+        metrics = learner.update(batch)
     finally:
         tf.config.run_functions_eagerly(False)
     (args, kwargs), = seen
     features, action, reward, discount, next_features = (np.asarray(a) for a in args[:5])
     assert kwargs["steps"] == 2 and features.shape == (16, learner.world_model.rssm.feature_size)
+    assert kwargs["real_size"] == 4  # the diagnostics split the batch where the real transitions end
+    for half in ("real", "imagined"):
+        for name in SAC.HALF_METRICS:
+            assert np.isfinite(float(metrics[f"sac/{half}/{name}"])), f"sac/{half}/{name}"
     np.testing.assert_array_equal(discount[:4], 0.25)  # 0.5 ** 2: real 2-step transitions
     np.testing.assert_array_equal(discount[4:], 1.0)  # imagined, no continuation head: discount 1
     assert np.all(np.abs(reward[:4]) < 100.0)  # burn-in 3: real starts at t >= 3, so r_{t+1} with t+1 >= 4
@@ -252,7 +256,7 @@ def test_sac_metrics_are_means_over_the_compiled_loop(smoke_config, monkeypatch)
 
     def fake_update(*args, **kwargs):
         k = counter.assign_add(1.0)
-        metrics = {key: k for key in SAC.METRICS}
+        metrics = {key: k for key in SAC.metric_names(*learner_module.sac_batch_split(learner.sac.config))}
         return dict(metrics, **{"sac/critic_loss": k * k, "sac/update_finite": tf.cast(tf.not_equal(k, 2.0), tf.float32)})
 
     monkeypatch.setattr(learner.sac, "update", fake_update)
@@ -308,8 +312,7 @@ def test_real_transitions_are_aligned_and_cover_every_start(smoke_config, monkey
     batch["discount"][1, 7] = 0.0
     seen = []
     monkeypatch.setattr(learner.sac, "update", lambda *args, **kwargs: seen.append([np.asarray(a) for a in args[:5]])
-                        or {key: tf.constant(1.0) for key in ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q",
-                                                              "sac/entropy", "sac/update_finite")})
+                        or {key: tf.constant(1.0) for key in SAC.metric_names(64, 0)})
     actor_critic_updates(learner.world_model, learner.sac, tf.constant(features), batch, learner.rng)
     starts = set()
     for feats, action, reward, discount, next_feats in seen:
@@ -337,3 +340,25 @@ def test_imagination_samples_the_actor(smoke_config):
     pool = imagination_pool(learner.world_model, sac, features, 300, learner.rng)
     actions = pool.action.numpy()
     assert actions.std() > 0.5 and np.abs(actions).max() <= 1.0
+
+
+def test_held_out_loss_sees_unshifted_images(smoke_config):
+    """model.augment_shift augments training only: the learner's held-out loss is the loss of the batch as it is,
+    with the dequantisation and latent noise of the learner's stream."""
+    config = apply_overrides(smoke_config, ["env.task=dmc:cartpole-swingup", "env.obs=image", "model.cnn_depth=4",
+                                            "model.augment_shift=4", "sac.updates_per_step=0"])
+    model = WorldModel(config.model, "image", (64, 64, 3), 1)
+    learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, 1))
+    g = np.random.default_rng(0)
+    batch = {"image": tf.constant(g.integers(0, 256, (2, 4, 64, 64, 3)), tf.uint8),
+             "action": tf.constant(g.uniform(-1, 1, (2, 4, 1)), tf.float32),
+             "reward": tf.constant(g.normal(size=(2, 4)), tf.float32), "discount": tf.ones([2, 4])}
+    clone = tf.random.Generator.from_state(learner.rng.state.numpy(), learner.rng.algorithm)
+    noise = model.sample_noise(clone, 2, 4)
+    assert "shift" in noise
+    unshifted = {key: value for key, value in noise.items() if key != "shift"}
+    held_out = learner.evaluate(batch)
+    expected, shifted = model.loss(batch, unshifted)[1], model.loss(batch, noise)[1]
+    assert abs(float(shifted["loss/kl"]) / float(expected["loss/kl"]) - 1) > 0.01  # the shift shows in the KL
+    for key in ("loss/kl", "loss/reward", "loss/total"):
+        np.testing.assert_allclose(float(held_out[key]), float(expected[key]), rtol=1e-5, err_msg=key)

@@ -242,3 +242,93 @@ def test_mixed_bfloat16_runs_the_state_encoder_decoder_and_reward_head_in_bfloat
     loss_mixed, loss_full = mixed.loss(batch, noise)[0], full.loss(batch, noise)[0]
     assert loss_mixed.dtype == tf.float32
     np.testing.assert_allclose(float(loss_mixed), float(loss_full), rtol=2e-2)
+
+
+# ----------------------------------------------------------------------------- levers of issue #42
+
+TINY_IMAGE = dict(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4, decoder_depth=4, reward_units=8)
+
+
+def _np_shift(images, shift, pad):
+    """DrQ-v2's shift by hand: replicate-pad every side by `pad`, crop 64 x 64 at (dy, dx), per chunk."""
+    padded = np.pad(images, [(0, 0), (0, 0), (pad, pad), (pad, pad), (0, 0)], mode="edge")
+    height, width = images.shape[2:4]
+    return np.stack([padded[b, :, dy:dy + height, dx:dx + width] for b, (dy, dx) in enumerate(shift)])
+
+
+def test_random_shift_is_a_replicate_pad_and_crop_per_chunk():
+    from planet_sac.models.world_model import random_shift
+
+    images = np.random.default_rng(0).normal(size=(4, 3, 9, 7, 2)).astype(np.float32)
+    shift = np.array([[0, 0], [2, 2], [4, 1], [3, 4]], np.int32)
+    np.testing.assert_array_equal(random_shift(tf.constant(images), tf.constant(shift), 2).numpy(),
+                                  _np_shift(images, shift, 2))
+    np.testing.assert_array_equal(random_shift(tf.constant(images), tf.constant([[2, 2]] * 4), 2).numpy(), images)
+
+
+def test_augment_shift_moves_the_encoders_input_and_keeps_the_decoders_target():
+    """model.augment_shift=4: the image term is -log N(unshifted image; decoded posterior of the shifted images),
+    computed here from the model's parts with a numpy shift; the shift is one draw per chunk in [0, 8]."""
+    model = WorldModel(ModelConfig(**TINY_IMAGE, augment_shift=4), "image", (64, 64, 3), 1, seed=2)
+    rng = np.random.default_rng(1)
+    batch = tf.nest.map_structure(tf.constant, {
+        "image": rng.integers(0, 256, (2, 3, 64, 64, 3)).astype(np.uint8),
+        "action": rng.uniform(-1, 1, (2, 3, 1)).astype(np.float32), "reward": rng.normal(size=(2, 3)).astype(np.float32)})
+    noise = model.sample_noise(tf.random.Generator.from_seed(4), 2, 3)
+    draws = model.sample_noise(tf.random.Generator.from_seed(5), 500, 1)["shift"].numpy()
+    assert draws.shape == (500, 2) and draws.min() == 0 and draws.max() == 8
+    noise["shift"] = tf.constant([[0, 8], [5, 1]], tf.int32)
+    _, metrics, _ = model.loss(batch, noise)
+
+    target = model.preprocess(batch["image"], noise["image"]).numpy()
+    embed = model.encoder(tf.constant(_np_shift(target, noise["shift"].numpy(), 4)))
+    posts, _ = model.rssm.observe(embed, batch["action"], noise["posterior"])
+    decoded = model.decoder(model.rssm.features(posts)).numpy()
+    by_hand = (0.5 * (target - decoded) ** 2 + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
+    np.testing.assert_allclose(metrics["loss/image"].numpy(), by_hand, rtol=1e-5)
+
+    # offset (4, 4) is no shift: the loss of a model without augmentation and the same weights
+    plain = WorldModel(ModelConfig(**TINY_IMAGE), "image", (64, 64, 3), 1, seed=2)
+    noise["shift"] = tf.constant([[4, 4], [4, 4]], tf.int32)
+    unshifted = {key: value for key, value in noise.items() if key != "shift"}
+    np.testing.assert_allclose(model.loss(batch, noise)[0].numpy(), plain.loss(batch, unshifted)[0].numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("free_nats", [0.0, "median"])
+def test_kl_balance_splits_the_kl_gradient_between_prior_and_posterior(free_nats):
+    """model.kl_balance=0.8 (DreamerV2): the same loss value as PlaNet's KL (both terms equal KL(post||prior),
+    each floored alike), while the prior-only weights get 0.8 of the KL's gradient and the posterior-only weights
+    their reconstruction and reward gradient plus 0.2 of the KL's (both measured against kl_scale 0 and 1).
+    Chunks of one step, so no posterior sample feeds a later prior (in longer chunks the prior term's gradient
+    also reaches the posterior through the recurrence, as in DreamerV2)."""
+    base = dict(deter_size=6, stoch_size=3, hidden_size=8, mlp_units=8, reward_units=8, free_nats=0.0)
+    rng = tf.random.Generator.from_seed(0)
+    batch = {"state": rng.normal([8, 1, 2]), "action": rng.normal([8, 1, 1]), "reward": rng.normal([8, 1])}
+    noise = WorldModel(ModelConfig(**base), "state", (2,), 1).sample_noise(rng, 8, 1)
+    if free_nats == "median":  # half the steps floored
+        _, metrics, _ = WorldModel(ModelConfig(**base), "state", (2,), 1, seed=7).loss(batch, noise)
+        model = WorldModel(ModelConfig(**base), "state", (2,), 1, seed=7)
+        posts, priors = model.rssm.observe(model.embed(batch["state"]), batch["action"], noise["posterior"])
+        kl = gaussian_kl(posts["mean"].numpy(), posts["std"].numpy(), priors["mean"].numpy(), priors["std"].numpy())
+        base["free_nats"] = float(np.median(kl))
+
+    def loss_and_grads(**overrides):
+        model = WorldModel(ModelConfig(**{**base, **overrides}), "state", (2,), 1, seed=7)
+        with tf.GradientTape() as tape:
+            loss, _, _ = model.loss(batch, noise)
+        names = [variable_name(v) for v in model.trainable_variables]
+        return loss.numpy(), dict(zip(names, (g.numpy() for g in tape.gradient(loss, model.trainable_variables))))
+
+    balanced_loss, balanced = loss_and_grads(kl_balance=0.8)
+    plain_loss, plain = loss_and_grads()
+    _, without_kl = loss_and_grads(kl_scale=0.0)
+    np.testing.assert_allclose(balanced_loss, plain_loss, rtol=1e-6)
+    prior_only = [name for name in plain if "/prior_hidden/" in name or "/prior_out/" in name]
+    posterior_only = [name for name in plain if "/posterior_" in name]
+    assert len(prior_only) == 4 and len(posterior_only) == 4
+    for name in prior_only:
+        assert np.abs(plain[name]).max() > 1e-4
+        np.testing.assert_allclose(balanced[name], 0.8 * plain[name], rtol=1e-4, atol=1e-7, err_msg=name)
+    for name in posterior_only:
+        expected = without_kl[name] + 0.2 * (plain[name] - without_kl[name])
+        np.testing.assert_allclose(balanced[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)

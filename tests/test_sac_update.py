@@ -50,7 +50,7 @@ def test_one_sac_update_matches_numpy(steps):
 
     def actor_loss(offset):
         mean, log_std = np.split(out + offset, 2, -1)
-        log_std = np.clip(log_std, ref.LOG_STD_MIN, ref.LOG_STD_MAX)
+        log_std = np.clip(log_std, np.log(sac.config.min_std), ref.LOG_STD_MAX)
         u = mean + np.exp(log_std) * noise_pi
         lp = np.sum(-0.5 * noise_pi ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1) - np.sum(np.log(1 - np.tanh(u) ** 2), -1)
         return np.mean(alpha * lp - ref.q_value(sac, feats, np.tanh(u))), lp
@@ -81,3 +81,63 @@ def test_one_sac_update_matches_numpy(steps):
                                    (sac.critic2, sac.target_critic2, critics_before[1])):
         for o, t, b in zip(online.variables, target.variables, before):
             np.testing.assert_allclose(t.numpy(), 0.9 * (b * 1.5 + 0.1) + 0.1 * o.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_half_metrics_std_and_its_floor_match_numpy():
+    """real_size=16 of 64: the n-step reward, Q1 and critic target of each half; the actor's std clipped at
+    sac.min_std=0.3 (one output dimension pushed below it) and the share of dimensions at that floor."""
+    sac = SAC(SACConfig(units=16, discount=0.9, init_alpha=0.5, min_std=0.3), F, A, seed=3)
+    sac.actor.out.bias.assign([0.3, -0.4, -4.0, 0.5])  # log-std of dimension 0 far below log 0.3 everywhere
+    g = np.random.default_rng(1)
+    feats, nfeats = g.normal(size=(N, F)).astype(np.float32), g.normal(size=(N, F)).astype(np.float32)
+    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
+    reward = g.normal(size=N).astype(np.float32) + np.where(np.arange(N) < 16, 3.0, -3.0).astype(np.float32)
+    discount = np.ones(N, np.float32)
+    rng = tf.random.Generator.from_seed(5)
+    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    noise_next = clone.normal([N, A]).numpy()
+
+    mean, log_std = ref.actor(sac, feats)
+    raw_log_std = np.split(ref.mlp(feats, sac.actor), 2, -1)[1]
+    floor = np.log(0.3)
+    assert (raw_log_std[:, 0] < floor).all() and (raw_log_std[:, 1] > floor).mean() > 0.5
+    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
+    y = reward + 0.9 * discount * (ref.q_value(sac, nfeats, next_a, target=True) - 0.5 * next_lp)
+    q1 = ref.mlp(np.concatenate([feats, action], -1), sac.critic1)[:, 0]
+
+    metrics = sac.update(feats, action, reward, discount, nfeats, rng=rng, real_size=16)
+    assert set(metrics) == set(SAC.metric_names(16, N - 16))
+    for half, part in (("real", slice(0, 16)), ("imagined", slice(16, N))):
+        np.testing.assert_allclose(float(metrics[f"sac/{half}/reward"]), reward[part].mean(), rtol=1e-5)
+        np.testing.assert_allclose(float(metrics[f"sac/{half}/q"]), q1[part].mean(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(float(metrics[f"sac/{half}/target"]), y[part].mean(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(metrics["sac/std"]), np.exp(log_std).mean(), rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["sac/std_at_floor"]), (raw_log_std <= floor).mean(), rtol=1e-6)
+    # a batch of real transitions only reports the real half
+    assert not any(key.startswith("sac/imagined/") for key in sac.update(feats, action, reward, discount, nfeats, rng=rng))
+
+
+def test_actions_are_sampled_with_at_least_min_std():
+    """The acting path uses the same floor: the sample is tanh(mean + max(std, min_std) * noise)."""
+    sac = SAC(SACConfig(units=8, min_std=0.1), F, A, seed=1)
+    sac.actor.out.bias.assign([0.0, 0.0, -9.0, -9.0])  # std e^-9 before the floor
+    feats = np.random.default_rng(2).normal(size=(5, F)).astype(np.float32)
+    noise = np.ones((5, A), np.float32)
+    mean = np.split(ref.mlp(feats, sac.actor), 2, -1)[0]
+    action = sac.act(feats, noise, False).numpy()
+    np.testing.assert_allclose(action, np.tanh(mean + 0.1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("entropy_above_target", [True, False])
+def test_min_alpha_holds_the_temperature_at_its_floor_and_lets_it_rise(entropy_above_target):
+    """At alpha = min_alpha, an entropy above target would lower log alpha by lr (Adam's first step): the floor
+    holds it; an entropy below target raises it by lr, untouched by the floor."""
+    lr = 0.01
+    sac = SAC(SACConfig(units=8, init_alpha=0.05, min_alpha=0.05, alpha_lr=lr,
+                        target_entropy=-50.0 if entropy_above_target else 50.0), F, A, seed=1)
+    g = np.random.default_rng(3)
+    feats = g.normal(size=(N, F)).astype(np.float32)
+    batch = (feats, np.zeros((N, A), np.float32), np.zeros(N, np.float32), np.ones(N, np.float32), feats)
+    sac.update(*batch, rng=tf.random.Generator.from_seed(0))
+    expected = math.log(0.05) if entropy_above_target else math.log(0.05) + lr
+    assert float(sac.log_alpha.numpy()) == pytest.approx(expected, abs=1e-5)

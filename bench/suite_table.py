@@ -1,7 +1,15 @@
-r"""Markdown tables of finished suite runs: final evaluation and wall-clock split of every `result.json`.
+r"""Markdown tables of finished suite runs: final evaluation and wall-clock split of every `result.json`,
+and one estimator for every method's score file.
 
 Usage (any number of suite output folders, e.g. one per configuration variant):
     .venv/bin/python bench/suite_table.py ~/runs/dmc_vision ~/runs/dmc_vision_rr50 [--json OUT.json]
+    .venv/bin/python bench/suite_table.py --scores ~/runs/dmc_vision/scores/dmc_vision-planet_sac.json.gz \
+        ../shared/baselines/dmc_vision-*.json.gz [--window 90000 110000]
+
+`--scores`: per score file (ours and the baselines alike) and task, the mean over runs of each run's mean
+return inside the env-step window; the mean over tasks; and the IQM over all runs with its 95% stratified
+bootstrap interval (`planet_sac/aggregate.py`, as rliable). With suite folders as well, the same for the
+final evaluations in their `result.json` files (one score per run: the headline policy's mean).
 
 One row per run (task x seed x folder): the headline policy's final return (mean ± std over its episodes),
 every other evaluated policy's, and where the time went, in minutes: `updates`, `acting` (training
@@ -21,6 +29,9 @@ import glob
 import json
 import os
 import statistics
+
+from planet_sac import aggregate
+from planet_sac.plotting import read_scores
 
 POLICIES = ("sac", "sac_guided_cem", "cem", "random")
 
@@ -105,14 +116,60 @@ def task_means_by_seed(rows: list[dict]) -> dict[str, dict[int, float]]:
     return means
 
 
+def estimator_table(named_scores: list[tuple[str, dict[str, list[float]]]], tasks: list[str]) -> str:
+    """One row per method: per-task mean over runs, the mean over tasks, IQM [95% stratified bootstrap] over runs."""
+    short = [task.removeprefix("dmc_") for task in tasks]
+    lines = ["| method | " + " | ".join(short) + " | mean | IQM [95% CI] | runs |",
+             "|---|" + "---|" * len(tasks) + "---|---|---|"]
+    for name, scores in named_scores:
+        present = {task: scores[task] for task in tasks if scores.get(task)}
+        cells = [f"{statistics.mean(present[task]):.0f}" if task in present else "" for task in tasks]
+        mean = f"{statistics.mean(statistics.mean(v) for v in present.values()):.0f}" if len(present) == len(tasks) else ""
+        if present:
+            value, low, high = aggregate.stratified_bootstrap(present)
+            interval = f"{value:.0f} [{low:.0f}, {high:.0f}]"
+        else:
+            interval = ""
+        runs = sum(len(v) for v in present.values())
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} | {interval} | {runs} |")
+    return "\n".join(lines)
+
+
+def final_evaluation_scores(rows: list[dict]) -> list[tuple[str, dict[str, list[float]]]]:
+    """(folder, {task: the headline policy's final-evaluation mean of every run}) per suite folder."""
+    by_folder: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        if row.get("headline"):
+            by_folder.setdefault(row["folder"], {}).setdefault(row["score_task"], []).append(row["headline"]["mean"])
+    return [(f"{folder} (final evaluation)", scores) for folder, scores in sorted(by_folder.items())]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("folders", nargs="+", help="suite output folders (--out of planet-sac suite)")
+    parser.add_argument("folders", nargs="*", help="suite output folders (--out of planet-sac suite)")
     parser.add_argument("--json", help="also write the rows (result.json contents) to this file")
+    parser.add_argument("--scores", nargs="+", default=[], metavar="FILE",
+                        help="score files (ours, baselines) to compare with one estimator")
+    parser.add_argument("--window", nargs=2, type=int, default=list(aggregate.WINDOW), metavar=("FROM", "TO"),
+                        help="env steps whose score-file returns make a run's score (default: 90000 110000)")
+    parser.add_argument("--tasks", nargs="+", default=list(aggregate.PLANET_TASKS), help="score-file task names")
     args = parser.parse_args()
+    if not args.folders and not args.scores:
+        parser.error("give suite folders, --scores files, or both")
     rows = load_results(args.folders)
-    if not rows:
+    if args.folders and not rows:
         raise SystemExit(f"no result.json under {', '.join(args.folders)}: no run has finished there yet")
+    if args.scores:
+        named = []
+        for path in args.scores:
+            records = read_scores(path)
+            method = records[0].get("method", path) if records else os.path.basename(path)
+            named.append((f"{method} (score file, {args.window[0] // 1000}k-{args.window[1] // 1000}k)",
+                          aggregate.window_scores(records, tuple(args.window), args.tasks)))
+        print(estimator_table(named + final_evaluation_scores(rows), args.tasks))
+        if not rows:
+            return
+        print()
     print(run_table(rows))
     print()
     print(summary_table(rows))

@@ -279,3 +279,37 @@ def test_a_peer_that_cannot_run_is_refused_before_any_timing(argv, message, caps
     assert main(["bench", *argv]) == 2
     assert message in capsys.readouterr().err
 
+
+
+def test_suite_table_scores_one_estimator_for_every_score_file(tmp_path):
+    """--scores: per task the mean over runs of each run's window mean; the mean over tasks; IQM [interval] over runs.
+    Task a: runs 100 and 300, task b: one run of 50; 3 runs, int(3 / 4) = 0 cut, so the IQM is their mean, 150, and
+    the bootstrap redraws a's runs only: {100, 100}, {100, 300}, {300, 300} with b's 50 give 83.3, 150, 216.7."""
+    suite_table = _load_bench_module("suite_table")
+    scores = {"dmc_a": [100.0, 300.0], "dmc_b": [50.0]}
+    line = suite_table.estimator_table([("m", scores)], ["dmc_a", "dmc_b"]).split("\n")[2]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[:4] == ["m", "200", "50", "125"]  # (200 + 50) / 2
+    assert cells[4].startswith("150 [") and cells[5] == "3"
+    low, high = (float(x) for x in cells[4][5:-1].split(","))
+    assert (low, high) == (83.0, 217.0)
+
+
+def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
+    """bench/lever_table.py: training returns and test returns in (at - span, at], diagnostics of the training
+    records there, the held-out over training reward loss, and a run short of `at` marked with where it is."""
+    lever_table = _load_bench_module("lever_table")
+    rows = [{"phase": "train", "env_steps": 30_000, "train/return": 1000.0, "sac/alpha": 9.0, "loss/reward": 1.0},
+            {"phase": "train", "env_steps": 41_000, "train/return": 10.0, "sac/alpha": 0.1, "loss/reward": 0.5},
+            {"phase": "train", "env_steps": 50_000, "train/return": 30.0, "sac/alpha": 0.3, "loss/reward": 1.5},
+            {"phase": "test", "env_steps": 45_000, "test/return": 7.0, "test/loss/reward": 3.0},
+            {"phase": "test", "env_steps": 50_000, "test/return": 9.0, "test/loss/reward": 5.0}]
+    for folder, records in (("base", rows), ("lever", rows[:2])):
+        run = tmp_path / folder / "runs" / "dmc_a" / "seed0"
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"cut')
+    row = lever_table.summarise(str(tmp_path / "base" / "runs" / "dmc_a" / "seed0"), 50_000, 10_000)
+    assert (row["train"], row["test"], row["sac/alpha"]) == (20.0, 8.0, pytest.approx(0.2))
+    assert row["reward_gap"] == pytest.approx(4.0 / 1.0) and row["reached"] == 50_000
+    lines = lever_table.table([str(tmp_path / "base"), str(tmp_path / "lever")], 50_000, 10_000).split("\n")
+    assert "| a_b" not in lines[2] and "| base |" in lines[2] and "lever (at 41k)" in lines[3]

@@ -3,7 +3,7 @@ r"""One learner update of a pixel config with its SAC updates and imagination: t
 Usage (one process; the learners of the given precisions and config variants are timed in interleaved rounds):
     .venv/bin/python bench/update_speed.py --config configs/cheetah_run_cpu.yaml --reps 10 \\
         --precisions float32 mixed_bfloat16 auto --set sac.imagination_horizon=15 sac.real_ratio=0.5 --json OUT.json
-    .venv/bin/python bench/update_speed.py --config configs/dmc_vision_cpu.yaml --precisions float32 auto \\
+    .venv/bin/python bench/update_speed.py --config configs/dmc_vision_cpu_v1.yaml --precisions float32 auto \\
         --variants d16:model.decoder_depth=16 d8:model.decoder_depth=8 --json OUT.json
 
 A/B against an older source tree in the same process: `--baseline PACKAGE` also times that

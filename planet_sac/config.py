@@ -285,6 +285,7 @@ class ScheduleConfig:
 
     train_steps: int = 400_000  # total updates; PlaNet's max_steps 2e7 samples / batch 50 (about 399.2k: test batches count too)
     train_phase_steps: int = 1000  # updates per train phase; PlaNet's train_steps 50000 samples / batch 50
+    first_test_phase: int | None = None  # update of the first test phase (the next every train_phase_steps); None = train_phase_steps
     collect_every: int = 100  # updates per collected training episode; PlaNet's collect_every 5000 / 50
     collect: bool = True  # false: collect nothing here, learn from episodes `planet-sac collect --reload-every` writes
     test_episodes: int = 1  # evaluation episodes per test phase
@@ -296,6 +297,12 @@ class ScheduleConfig:
         for name in ("train_steps", "train_phase_steps", "collect_every", "log_every", "checkpoint_every", "video_every"):
             _positive(f"schedule.{name}", getattr(self, name))
         _non_negative("schedule.test_episodes", self.test_episodes)
+        _positive("schedule.first_test_phase", self.first_test_phase)
+
+    def test_phases_due(self, step: int) -> int:
+        """How many test phases a run at update `step` has had: at `first_test_phase`, then every `train_phase_steps`."""
+        first = self.train_phase_steps if self.first_test_phase is None else self.first_test_phase
+        return 0 if step < first else (step - first) // self.train_phase_steps + 1
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 r"""Do pixel world-model updates repeat bit for bit across processes on one machine?
 
 Usage:
-    .venv/bin/python research/determinism_pixels.py --config configs/dmc_vision_cpu.yaml --updates 3
+    .venv/bin/python research/determinism_pixels.py --config configs/dmc_vision_cpu_v1.yaml --updates 3
 
 Runs the same learner (world model of the config, SAC off, the fixed random batch of
 `planet_sac.benchmark.image_batch`) for `--updates` updates in two fresh processes and lists the variables
@@ -45,7 +45,7 @@ def child(config_path: str, updates: int, precision: str, grappler: bool, out: s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/dmc_vision_cpu.yaml")
+    parser.add_argument("--config", default="configs/dmc_vision_cpu_v1.yaml")
     parser.add_argument("--updates", type=int, default=3)
     parser.add_argument("--precision", default="float32")
     parser.add_argument("--grappler", choices=["on", "off"], default="off",

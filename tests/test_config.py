@@ -192,3 +192,13 @@ def test_yaml_is_loaded_safely(tmp_path):
     path.write_text("env: !!python/object/apply:os.system ['echo hacked']\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
+
+
+def test_test_phases_due_by_hand():
+    """schedule.first_test_phase=125, train_phase_steps=250 (the benchmark): phases at updates 125, 375, ..., 2375."""
+    from planet_sac.config import ScheduleConfig
+
+    schedule = ScheduleConfig(first_test_phase=125, train_phase_steps=250)
+    assert [schedule.test_phases_due(step) for step in (0, 124, 125, 374, 375, 2374, 2375)] == [0, 0, 1, 1, 2, 9, 10]
+    planet = ScheduleConfig(train_phase_steps=1000)  # null: after every train phase
+    assert [planet.test_phases_due(step) for step in (999, 1000, 2999, 3000)] == [0, 1, 2, 3]

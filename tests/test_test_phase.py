@@ -171,3 +171,26 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
 def test_sac_share_is_a_share(smoke_config, value):
     with pytest.raises(ConfigError, match=rf"policy.sac_share={value}: must be in \[0.0, 1.0\]"):
         apply_overrides(smoke_config, [f"policy.sac_share={value}"])
+
+
+@pytest.mark.parametrize("first, every, steps, expected", [
+    (5, 10, 25, [5, 15, 25]),  # the first earlier: the benchmark's 10k, 20k, ... env steps after 5k of seed episodes
+    (12, 10, 11, []),
+])
+def test_test_phases_run_at_first_test_phase_then_every_train_phase(smoke_config, tmp_path, first, every, steps, expected):
+    from planet_sac.training.trainer import Trainer
+
+    overrides = [f"schedule.train_steps={steps}", f"schedule.train_phase_steps={every}", "schedule.collect_every=5",
+                 f"schedule.first_test_phase={'null' if first is None else first}", "sac.updates_per_step=0"]
+    config = apply_overrides(smoke_config, overrides)
+    by_hand = [step for step in range(1, steps + 1)
+               if step >= (first or every) and (step - (first or every)) % every == 0]
+    assert by_hand == expected
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    with open(tmp_path / "run" / "metrics.jsonl") as file:
+        records = [json.loads(line) for line in file]
+    assert [record["step"] for record in records if record["phase"] == "test"] == expected

@@ -1,7 +1,7 @@
 """`optim.precision: auto`: mixed bfloat16 where the CPU's bfloat16 path was measured faster, float32 elsewhere.
 
 mixed_bfloat16 runs the conv encoder and decoder (and the reward head) in bfloat16. Measured on the
-update of `configs/dmc_vision_cpu.yaml` (docs/performance.md, "Which precision when"):
+update of `configs/dmc_vision_cpu_v1.yaml` (docs/performance.md, "Which precision when"):
 - AMD EPYC with AVX512-BF16: 1.2-1.8x faster;
 - Intel Xeon with AVX512-BF16 but no AMX (AMX hidden by the hypervisor): 1.32x *slower*, so
   AVX512-BF16 alone counts only on AMD;

@@ -3,8 +3,8 @@
 Data flows one way: environments -> episodes on disk -> replay loader -> learner
 (world model + SAC) -> agent's policy -> environments. A run is a sequence of phases
 derived from the global step: `train` phases of `schedule.train_phase_steps` updates
-(an episode collected per `schedule.collect_every` updates), each followed by a `test`
-phase that evaluates without gradients. Because the phase is a function of the
+(an episode collected per `schedule.collect_every` updates; the first phase may be shorter,
+`schedule.first_test_phase`), each followed by a `test` phase that evaluates without gradients. Because the phase is a function of the
 checkpointed counters, a resumed run continues in the right phase.
 
 The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
@@ -329,8 +329,8 @@ class Trainer:
         """`test` when a train phase has just been completed and not yet evaluated, else `train`."""
         if self.offline or self.config.schedule.test_episodes == 0:
             return TRAIN
-        done = int(self.counters.step.numpy()) // self.config.schedule.train_phase_steps
-        return TEST if done > int(self.counters.test_phases.numpy()) else TRAIN
+        due = self.config.schedule.test_phases_due(int(self.counters.step.numpy()))
+        return TEST if due > int(self.counters.test_phases.numpy()) else TRAIN
 
     def run_test_phase(self, extra: dict | None = None) -> dict:
         """Evaluates the model on held-out episodes and each test policy on `schedule.test_episodes` episodes.

@@ -160,8 +160,11 @@ def list_variables(path: str) -> list[tuple[str, list[int]]]:
 class Checkpointer:
     """Saves and restores all named variables of a run in `directory` (keeps the last few)."""
 
-    def __init__(self, directory: str, variables: Mapping[str, tf.Variable], max_to_keep: int = 3):
+    def __init__(self, directory: str, variables: Mapping[str, tf.Variable], max_to_keep: int = 3,
+                 optional: Iterable[str] = ()):
+        """`optional`: names a checkpoint may lack (written before they existed); they keep their values then."""
         self.variables = dict(variables)
+        self.optional = set(optional)
         self.max_to_keep = max_to_keep
         self.checkpoint = tf.train.Checkpoint(variables=_tree(self.variables))
         reconcile_state(directory)
@@ -184,9 +187,8 @@ class Checkpointer:
         directory = self.manager.directory
         if not checkpoint_files(directory):
             return None
-        names = list(self.variables)
-
         def select(stored: Mapping[str, list[int]]) -> list[str]:
+            names = [name for name in self.variables if name in stored or name not in self.optional]
             missing = [name for name in names if name not in stored]
             if missing:
                 raise CheckpointError(f"{len(missing)} variables of this run are not in the checkpoints of {directory}, "
@@ -199,8 +201,8 @@ class Checkpointer:
             return names
 
         loaded = read_checkpoint(directory, select)
-        for name in names:
-            self.variables[name].assign(loaded.values[name])
+        for name, value in loaded.values.items():
+            self.variables[name].assign(value)
         if loaded.damaged:
             quarantine(directory, loaded.damaged)
             reconcile_state(directory)

@@ -763,7 +763,7 @@ class EnvBatch(Protocol):
     observation_space: spaces.Dict
     action_space: spaces.Box
 
-    def reset(self, index: int) -> dict[str, np.ndarray]: ...
+    def reset(self, index: int, seed: int | None = None) -> dict[str, np.ndarray]: ...
 
     def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]: ...
 
@@ -781,8 +781,8 @@ class LocalEnvs:
         self.observation_space = cast(spaces.Dict, env.observation_space)
         self.action_space = cast(spaces.Box, env.action_space)
 
-    def reset(self, index: int) -> dict[str, np.ndarray]:
-        return self.env.reset()[0]
+    def reset(self, index: int, seed: int | None = None) -> dict[str, np.ndarray]:
+        return self.env.reset(seed=seed)[0]
 
     def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
         obs, reward, terminated, truncated, _ = self.env.step(actions[0])
@@ -794,6 +794,12 @@ class LocalEnvs:
 
 class EnvFailedError(SetupError):
     """An environment failed (its process died, or it raised) more often than `ParallelEnvs` restarts it."""
+
+
+def episode_seed(seed: int, stream: int, index: int) -> int:
+    """The reset seed of episode `index` of a run's episode stream `stream` (0 training, 1 test, ...): a hash of the
+    three (numpy's SeedSequence), so a run that restarts from a checkpoint resets its environments as before."""
+    return int(np.random.SeedSequence([seed, 1_000 + stream, index]).generate_state(1)[0] % (2**31 - 1))
 
 
 def environment_seed(seed: int, index: int, restarts: int = 0) -> int:
@@ -883,11 +889,12 @@ class ParallelEnvs:
         """Process ids of the environments' children (e.g. to watch or stop one)."""
         return [env.pid for env in self._envs]
 
-    def reset(self, index: int) -> dict[str, np.ndarray]:
-        """Environment `index`'s first observation of a new episode; restarts it (capped) until one resets."""
+    def reset(self, index: int, seed: int | None = None) -> dict[str, np.ndarray]:
+        """Environment `index`'s first observation of a new episode (seeded with `seed` if given); restarts it
+        (capped) until one resets."""
         while True:
             try:
-                return self._envs[index].reset()[0]
+                return self._envs[index].reset(seed=seed)[0]
             except (ConfigError, SetupError):
                 raise
             except Exception as error:  # EnvCrashed, or raised by the environment

@@ -102,7 +102,7 @@ class CountingEnvs:
     def _obs(self, i):
         return {"state": np.array([i, self.t[i], self.episode[i]], np.float32)}
 
-    def reset(self, index):
+    def reset(self, index, seed=None):
         self.t[index] = 0
         self.episode[index] += 1
         return self._obs(index)

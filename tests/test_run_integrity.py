@@ -557,9 +557,10 @@ def _copy_an_episode(logdir) -> None:
 
 
 @pytest.mark.parametrize("stopped", ["between_checkpoints", "before_the_first_update"])
-def test_a_resumed_run_does_not_repeat_collections_whose_episodes_are_on_disk(tmp_path, stopped):
-    """A run killed after a collection but before the next checkpoint redoes the updates, not the collection: it
-    ends with the episodes an uninterrupted run collects (2 seed + one per 5 updates), not more env steps."""
+def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collection_redone(tmp_path, stopped):
+    """A run killed after a collection but before the next checkpoint redoes the collection as the uninterrupted run
+    did it: the episode on disk moves to train_episodes/interrupted/ (kept, never read), and the run ends with the
+    episodes an uninterrupted run collects (2 seed + one per 5 updates), not more env steps."""
     logdir = tmp_path / "run"
     trainer = _trainer(logdir)
     if stopped == "between_checkpoints":
@@ -570,20 +571,26 @@ def test_a_resumed_run_does_not_repeat_collections_whose_episodes_are_on_disk(tm
         trainer.collect_seed_episodes()  # seed episodes after the first checkpoint (step 0, no episodes)
         _copy_an_episode(logdir)  # the collection at step 5
         total = 10
+    written = {path.name for path in (logdir / "train_episodes").glob("*.npz")}
     trainer.close()
     trainer = _trainer(logdir)
-    assert "1 training episode(s) collected after that checkpoint" in trainer.start_message
+    set_aside = 1 if stopped == "between_checkpoints" else 3  # the seed episodes too: ckpt-0 has none
+    assert f"{set_aside} training episode(s) written after that checkpoint moved to" in trainer.start_message
+    assert len(list((logdir / "train_episodes" / "interrupted").glob("*.npz"))) == set_aside
     trainer.run(total)
     trainer.close()
     assert len(list_episodes(str(logdir / "train_episodes"))) == 2 + total // 5
+    kept = {path.name for path in (logdir / "train_episodes").glob("*.npz")} | {
+        path.name for path in (logdir / "train_episodes" / "interrupted").glob("*.npz")}
+    assert written <= kept  # nothing written is lost
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["episodes"] == 2 + total // 5 and records[-1]["env_steps"] == (2 + total // 5) * 50 * 2  # time_limit 50 x action_repeat 2
 
 
-def test_a_collection_half_written_before_a_kill_is_completed_and_logged_on_resume(tmp_path):
+def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_resume(tmp_path):
     """Two environments: one finished its episode (saved at once) before the kill, the other did not. The resumed
-    run collects only the missing episode, ending with an uninterrupted run's 6 episodes (it used to skip the
-    whole collection and end with 5), and logs that collection's return (it used to log none)."""
+    run sets the finished one aside and redoes the whole collection, ending with an uninterrupted run's 6 episodes,
+    and logs that collection's return."""
     from planet_sac.config import load_config
     from planet_sac.training.trainer import Trainer
 
@@ -596,7 +603,7 @@ def test_a_collection_half_written_before_a_kill_is_completed_and_logged_on_resu
     first.close()
     _copy_an_episode(logdir)  # env 0's episode of the collection at step 20; no checkpoint after 10
     second = trainer()
-    assert "1 training episode(s) collected after that checkpoint" in second.start_message
+    assert "1 training episode(s) written after that checkpoint" in second.start_message
     second.run(20)
     second.close()
     assert len(list_episodes(str(logdir / "train_episodes"))) == 6

@@ -30,12 +30,12 @@ def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run
     agent_actors = []  # (phase, outdir) of every actor that acts with the agent's policy
 
     class SpyActor(trainer_module.Actor):
-        def run(self, num_episodes, progress=False):
+        def run(self, num_episodes, progress=False, seeds=None):
             if self.phase == "test":
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[1])])
             if self.policy is trainer.agent.policy:
                 agent_actors.append((self.phase, self.outdir))
-            return super().run(num_episodes, progress)
+            return super().run(num_episodes, progress, seeds)
 
     monkeypatch.setattr(trainer_module, "Actor", SpyActor)
     try:
@@ -140,10 +140,10 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
     acting = []  # the policy the compiled train-phase branch points at while each training actor runs
 
     class SpyActor(trainer_module.Actor):
-        def run(self, num_episodes, progress=False):
+        def run(self, num_episodes, progress=False, seeds=None):
             if self.phase == "train" and self.policy is trainer.agent.policy:  # not the seed episodes' RandomPolicy
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[0])])
-            return super().run(num_episodes, progress)
+            return super().run(num_episodes, progress, seeds)
 
     monkeypatch.setattr(trainer_module, "Actor", SpyActor)
     try:

@@ -15,7 +15,7 @@ loses its partial episode (with a warning) and starts a new one.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 import gymnasium
 import numpy as np
@@ -75,8 +75,14 @@ class Actor:
         self.outdir = outdir
         self.crashes = 0
 
-    def run(self, num_episodes: int, progress: bool = False) -> list[dict]:
-        """Plays `num_episodes` episodes; returns `{"path", "length", "return", "env"}` per episode, in finishing order."""
+    def run(self, num_episodes: int, progress: bool = False, seeds: Sequence[int] | None = None) -> list[dict]:
+        """Plays `num_episodes` episodes; returns `{"path", "length", "return", "env"}` per episode, in finishing order.
+
+        `seeds`: the reset seed of each episode in the order they start (an episode redone after its
+        environment crashed keeps its seed); without, environments reset from their own generators.
+        """
+        if seeds is not None and len(seeds) < num_episodes:
+            raise ValueError(f"{len(seeds)} reset seeds for {num_episodes} episodes")
         envs = self.envs
         count = envs.num_envs
         action_size = int(np.prod(envs.action_space.shape))
@@ -87,7 +93,7 @@ class Actor:
 
         def start(index: int) -> None:
             nonlocal started
-            first = envs.reset(index)
+            first = envs.reset(index, None if seeds is None else int(seeds[started]))
             obs[index] = first
             steps[index] = {**{key: [value] for key, value in first.items()},
                             "action": [np.zeros(action_size, np.float32)], "reward": [0.0], "discount": [1.0]}

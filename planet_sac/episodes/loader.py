@@ -128,6 +128,8 @@ class EpisodeReplay:
         self._recent: dict[str, Episode] = {}
         self._cache: collections.OrderedDict[str, Episode] = collections.OrderedDict()  # oldest first
         self._content: dict[str, int] = {}  # path -> checksum of its actions and rewards (_content_key)
+        self._pending: list[tuple[str, Episode, str]] = []  # the current pass's episodes not yet yielded
+        self._scan_due = False  # a pass was used up: scan before choosing the next one
         self.stats: dict = {
             "files_loaded": 0,
             "files_skipped": 0,  # bad files (see skipped_reasons), directories and dangling symlinks named *.npz included
@@ -174,16 +176,95 @@ class EpisodeReplay:
             yield chunk
 
     def iter_with_info(self) -> Iterator[tuple[Episode, ChunkInfo]]:
-        """Like ``iter(self)`` but also says which file and source each chunk came from."""
+        """Like ``iter(self)`` but also says which file and source each chunk came from.
+
+        Continues where the replay stands: after `restore`, from the restored pass.
+        """
         _ = self.keys  # waits for the first episode and checks the requested keys
         while True:
-            for path, episode, source in self._next_pass():
-                length = len(next(iter(episode.values())))
-                start = int(self._rng.integers(0, length - self.chunk_length + 1))
-                chunk = {key: value[start : start + self.chunk_length] for key, value in episode.items()}
-                self.stats[f"{source}_yielded"] += 1
-                yield chunk, ChunkInfo(path, start, source)
-            self._scan()
+            if not self._pending:
+                if self._scan_due:
+                    self._scan()
+                self._pending = self._next_pass()
+                self._scan_due = True
+            path, episode, source = self._pending.pop(0)
+            length = len(next(iter(episode.values())))
+            start = int(self._rng.integers(0, length - self.chunk_length + 1))
+            chunk = {key: value[start : start + self.chunk_length] for key, value in episode.items()}
+            self.stats[f"{source}_yielded"] += 1
+            yield chunk, ChunkInfo(path, start, source)
+
+    # ----------------------------------------------------------- state
+
+    def state(self) -> dict:
+        """Everything the replay's future depends on, as JSON-able data: the random generator, which files are in
+        the cache and recent (in order), which it has seen or rejected, the current pass's remaining episodes, and the
+        counts. `restore(state)` on a new replay over the same directories continues exactly where this one stands,
+        as long as the files it names are still there. Paths are kept relative to the directories."""
+        with self._lock:
+            known = set(self._recent) | set(self._cache)
+            return {
+                "version": 1,
+                "rng": self._rng.bit_generator.state,
+                "recent": [self._relative(path) for path in self._recent],
+                "cache": [self._relative(path) for path in self._cache],
+                "pending": [[self._relative(path), source] for path, _, source in self._pending],
+                "scan_due": self._scan_due,
+                "seen": sorted(self._relative(path) for path in self._seen - known),
+                "rejected": {self._relative(path): signature for path, signature in self._rejected.items()},
+                "usable": self._usable,
+                "stats": {key: dict(value) if isinstance(value, collections.Counter) else value
+                          for key, value in self.stats.items()},
+            }
+
+    def restore(self, state: Mapping) -> None:
+        """Continues from a `state()` of a replay over the same directories: its episodes are read again from their
+        files (a file that is gone or changed since is left out with a warning: the replay then differs from the
+        one that made the state)."""
+        if state.get("version") != 1:
+            raise ValueError(f"unknown replay state version {state.get('version')!r}")
+        with self._lock:
+            absolute = {name: self._absolute(name) for key in ("recent", "cache") for name in state[key]}
+            absolute.update({name: self._absolute(name) for name, _ in state["pending"]})
+            loaded: dict[str, Episode] = {}
+            for name, path in absolute.items():
+                episode = self._reload(path)
+                if episode is not None:
+                    loaded[path] = episode
+                    self._content[path] = _content_key(episode)
+            self._recent = {absolute[name]: loaded[absolute[name]] for name in state["recent"] if absolute[name] in loaded}
+            self._cache = collections.OrderedDict((absolute[name], loaded[absolute[name]]) for name in state["cache"]
+                                                  if absolute[name] in loaded)
+            self._pending = [(absolute[name], loaded[absolute[name]], source) for name, source in state["pending"]
+                             if absolute[name] in loaded]
+            self._scan_due = bool(state["scan_due"])
+            self._seen = {self._absolute(name) for name in state["seen"]} | set(absolute.values())
+            self._rejected = {self._absolute(name): tuple(signature) if signature is not None else None
+                              for name, signature in state["rejected"].items()}
+            self._usable = bool(state["usable"]) or bool(loaded)
+            self._rng.bit_generator.state = state["rng"]
+            self.stats.update({key: collections.Counter(value) if isinstance(self.stats.get(key), collections.Counter)
+                               else value for key, value in state["stats"].items()})
+
+    def _reload(self, path: str) -> Episode | None:
+        """An episode of a restored state, prepared as `_load` prepares it (the counts it changes are restored after)."""
+        episode = self._load(path, {})
+        if episode is None:
+            logger.warning("replay state: episode %s could not be read again; the replay continues without it", path)
+        return episode
+
+    def _relative(self, path: str) -> str:
+        """`path` as `<directory index>:<name>`, so that a state survives moving the run's folder."""
+        for index, directory in enumerate(self.directories):
+            if os.path.dirname(path) == directory.rstrip("/"):
+                return f"{index}:{os.path.basename(path)}"
+        return path
+
+    def _absolute(self, name: str) -> str:
+        index, sep, base = name.partition(":")
+        if sep and index.isdigit() and int(index) < len(self.directories):
+            return os.path.join(self.directories[int(index)].rstrip("/"), base)
+        return name
 
     # ------------------------------------------------------------ one pass
 
@@ -360,6 +441,7 @@ def make_dataset(
     prefetch: int = tf.data.AUTOTUNE,
     spec: EpisodeSpec | None = None,
     absorbing_steps: int = 0,
+    state: Mapping | None = None,
 ) -> tuple[tf.data.Dataset, EpisodeReplay]:
     """Batches of chunks, ``{key: [batch_size, chunk_length, ...]}``, plus the replay (for stats).
 
@@ -367,12 +449,15 @@ def make_dataset(
     come from `spec` (the task's format; files in another are skipped and counted), else
     from the first usable episode. With ``prefetch=0`` batches are drawn only when asked for:
     a background thread drawing ahead would scan the directories at moments set by timing,
-    so which new episodes a batch contains (and a seeded run) would vary.
+    so which new episodes a batch contains (and a seeded run) would vary. `state`: an
+    `EpisodeReplay.state()` to continue from (the seed is then not used).
     """
     replay = EpisodeReplay(
         directory, chunk_length, every=every, max_episodes=max_episodes, keys=keys,
         wait_seconds=wait_seconds, seed=seed, spec=spec, absorbing_steps=absorbing_steps,
     )
+    if state is not None:
+        replay.restore(state)
     shapes, dtypes = replay.spec.step_shapes(), replay.spec.dtypes()
     signature = {
         key: tf.TensorSpec((chunk_length, *shapes[key]), tf.as_dtype(dtypes[key])) for key in replay.keys

@@ -51,12 +51,14 @@ class Logger:
                     with tf.io.gfile.GFile(self.metrics_path, "a") as append:
                         append.write("\n")
 
-    def drop_after(self, step: int, test_pending: bool) -> int:
+    def drop_after(self, step: int, test_pending: bool, unscheduled_train: bool = False) -> int:
         """Removes the records of work the restored checkpoint does not hold; returns how many.
 
         Those are the records past `step` (updates lost with a kill, or with a damaged newer
         checkpoint that was skipped) and, when the test phase at `step` is still to run
-        (`test_pending`), its record at `step`. The run redoes that work and logs it again,
+        (`test_pending`), its record at `step`; with `unscheduled_train`, also the training record at
+        `step` that a run writes when it stops at a step its schedule does not log (the uninterrupted
+        run has none there). The run redoes that work and logs it again,
         so without this it would appear twice. The file is rewritten atomically, and so are the
         TensorBoard event files, without the same events (TensorBoard would draw both versions).
         """
@@ -64,7 +66,8 @@ class Logger:
 
         def lost(record: dict) -> bool:
             at = record.get("step")
-            return isinstance(at, int) and (at > step or (at == step and test_pending and record.get("phase") == "test"))
+            return isinstance(at, int) and (at > step or (at == step and (
+                (test_pending and record.get("phase") == "test") or (unscheduled_train and record.get("phase") == "train"))))
 
         kept = [record for record in records if not lost(record)]
         tags_at_step = {key for record in records if lost(record) and record.get("step") == step for key in record}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
 import math
 import os
@@ -35,9 +36,9 @@ from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve, restore_filtered
 from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
-from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
+from planet_sac.envs import EnvBatch, episode_limit, episode_seed, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
+from planet_sac.episodes.storage import EpisodeSpec, list_episodes, load_episode
 from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
@@ -99,6 +100,23 @@ class NonFiniteError(RuntimeError):
     """Too many consecutive updates had a NaN/inf loss or gradient."""
 
 
+class RunState(tf.Module):
+    """What else a checkpoint holds so that a resumed run continues as the uninterrupted one would: the replays'
+    states (`EpisodeReplay.state`) and the names of the training episodes on disk, as JSON strings ("" until set)."""
+
+    def __init__(self):
+        super().__init__(name="run_state")
+        with tf.name_scope("run_state/"):
+            self.replay = tf.Variable("", dtype=tf.string, trainable=False, name="replay")
+            self.held_out_replay = tf.Variable("", dtype=tf.string, trainable=False, name="held_out_replay")
+            self.train_episodes = tf.Variable("", dtype=tf.string, trainable=False, name="train_episodes")
+
+    @staticmethod
+    def read(variable: tf.Variable) -> object | None:
+        text = variable.numpy().decode()
+        return json.loads(text) if text else None
+
+
 class Counters(tf.Module):
     """Checkpointed progress of a run."""
 
@@ -120,20 +138,14 @@ def _remove_if_only(folder: str, names: set[str]) -> None:
     tf.io.gfile.rmtree(folder)
 
 
-def _episode_summary(path: str) -> dict | None:
-    """The return and length of a training episode on disk, as the Actor reports them; None if it cannot be read."""
-    try:
-        episode = load_episode(path)
-    except (BadEpisodeError, OSError) as error:
-        log.warning("episode %s from before the restart cannot be read (%s); its return is not logged", path, error)
-        return None
-    return {"length": len(episode["action"]) - 1, "return": float(episode["reward"].sum())}
-
 # What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
 # phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
 # seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
+INTERRUPTED = "interrupted"  # <episodes>/interrupted/: episodes of work a resumed run redoes (kept, never read)
 TEST_PHASE_FOLDER = ".test_phase-"  # test_episodes/.test_phase-K/: the episodes of test phase K until it is checkpointed
-RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$")
+RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$", r"run_state/")
+# Episode streams whose resets are seeded by counters (`envs.episode_seed`), so a resumed run resets as before.
+TRAIN_STREAM, TEST_STREAM, COMPARE_STREAM = 0, 1, 2
 
 class Trainer:
     """Runs PlaNet's phase schedule for one logdir. Use `train(...)` for the one-call version.
@@ -191,17 +203,22 @@ class Trainer:
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
                                        strategy=self.strategy)
             self.counters = Counters()
+            self.run_state = RunState()
+            self._replay: EpisodeReplay | None = None  # the training replay while `run` runs
+            self._held_out_replay: EpisodeReplay | None = None
             self.variables = named_variables(
-                [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters],
+                [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters,
+                 self.run_state],
                 extra={"learner/rng_state": self.learner.rng.state, "policy/rng_state": self.agent.policy.rng.state},
             )
             self.variables.pop("policy/phase_policy", None)
-            self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables)
+            # Checkpoints from before exact resume have no run_state/: such a run resumes, with fresh replay streams.
+            self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables,
+                                             optional=[name for name in self.variables if name.startswith("run_state/")])
             self.logger = Logger(self.logdir)
             self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
             self._stop = threading.Event()
             self._warned_terminations = False
-            self._episodes_ahead: list[str] = []  # training episodes on disk that collections after the checkpoint wrote
             self.start_message = self._restore(restore_from, include, exclude)
         except BaseException:
             self.close()
@@ -274,15 +291,15 @@ class Trainer:
         self._settle_test_phase_folders()
         self._sync_episode_counters()
         if resumed and self.collects:
-            ahead = self._episodes_collected_after(episodes_at_checkpoint)
-            self._episodes_ahead = run_episodes(self.train_dir)[-ahead:] if ahead else []
+            ahead = self._set_aside_episodes_after_checkpoint(episodes_at_checkpoint)
             if ahead:
-                message += (f"; {ahead} training episode(s) collected after that checkpoint stay, and "
-                            "the collections that wrote them are not repeated")
+                message += (f"; {ahead} training episode(s) written after that checkpoint moved to "
+                            f"{self.train_dir}/{INTERRUPTED}/ (kept), and their collections are redone")
+                self._sync_episode_counters()
         # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
         save_config(self.config, f"{self.logdir}/config.yaml")
         if not resumed:  # collectors (`planet-sac collect --reload-every`) can act from the first moment
-            self.checkpointer.save(int(self.counters.step.numpy()))
+            self.save_checkpoint()
         log.info(message)
         return message
 
@@ -293,6 +310,38 @@ class Trainer:
         self.counters.train_episodes.assign(untracked(episodes, np.int64))
         self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
         self.counters.test_episodes.assign(untracked(episode_stats(self.test_dir)[0], np.int64))
+
+    def _set_aside_episodes_after_checkpoint(self, episodes_at_checkpoint: int) -> int:
+        """Moves the training episodes that collections after the restored checkpoint wrote to `train_episodes/
+        interrupted/` (kept, never read), so the run redoes those collections as the uninterrupted run did them.
+
+        They are the run's episode files the checkpoint does not name; a checkpoint from before it named them
+        (no run_state) sets aside the newest ones beyond its counters (`_episodes_collected_after`). Returns how many.
+        """
+        known = RunState.read(self.run_state.train_episodes)
+        files = run_episodes(self.train_dir)
+        if known is not None:
+            names = set(cast(list, known))
+            ahead = [path for path in files if os.path.basename(path) not in names]
+        else:
+            count = self._episodes_collected_after(episodes_at_checkpoint)
+            ahead = files[-count:] if count else []
+        if ahead:
+            tf.io.gfile.makedirs(f"{self.train_dir}/{INTERRUPTED}")
+            for path in ahead:
+                tf.io.gfile.rename(path, f"{self.train_dir}/{INTERRUPTED}/{os.path.basename(path)}", overwrite=True)
+        return len(ahead)
+
+    def save_checkpoint(self) -> str:
+        """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
+        if self._replay is not None:
+            self.run_state.replay.assign(json.dumps(self._replay.state()))
+        if self._held_out_replay is not None:
+            self.run_state.held_out_replay.assign(json.dumps(self._held_out_replay.state()))
+        if self.collects:
+            names = [os.path.basename(path) for path in run_episodes(self.train_dir)]
+            self.run_state.train_episodes.assign(json.dumps(names))
+        return self.checkpointer.save(int(self.counters.step.numpy()))
 
     def _episodes_collected_after(self, episodes_at_checkpoint: int) -> int:
         """How many training episodes on disk the schedule's collections wrote after the restored checkpoint.
@@ -318,9 +367,12 @@ class Trainer:
             missing = wanted - episode_stats(directory)[0]
             if missing > 0:
                 envs = self._train_envs() if directory == self.train_dir else self._test_env()
-                policy = RandomPolicy(envs.action_space.shape[0], seed=seed + episode_stats(directory)[0])
+                on_disk = episode_stats(directory)[0]
+                policy = RandomPolicy(envs.action_space.shape[0], seed=seed + on_disk)
                 log.info("collecting %d random seed episodes into %s", missing, directory)
-                Actor(envs, policy, TRAIN, directory).run(missing, progress=self.progress)
+                stream = TRAIN_STREAM if directory == self.train_dir else TEST_STREAM
+                Actor(envs, policy, TRAIN, directory).run(missing, progress=self.progress,
+                                                          seeds=self._reset_seeds(stream, on_disk, missing))
         self._sync_episode_counters()
 
     # ------------------------------------------------------------------ phases
@@ -348,7 +400,8 @@ class Trainer:
         # and its earlier episodes would otherwise join the held-out data twice.
         staging = self._test_phase_folder(int(self.counters.test_phases.numpy()) + 1)
         episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, staging).run(
-            self.config.schedule.test_episodes)
+            self.config.schedule.test_episodes,
+            seeds=self._reset_seeds(TEST_STREAM, int(self.counters.test_episodes.numpy()), self.config.schedule.test_episodes))
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
         values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
@@ -368,7 +421,7 @@ class Trainer:
             self._can_render = False
         elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
             self.logger.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
-        self.checkpointer.save(int(self.counters.step.numpy()))
+        self.save_checkpoint()
         self._settle_test_phase_folders()
         return record
 
@@ -386,7 +439,7 @@ class Trainer:
             if not name.startswith(TEST_PHASE_FOLDER) or not name[len(TEST_PHASE_FOLDER):].isdigit():
                 continue
             folder = f"{self.test_dir}/{name}"
-            target = self.test_dir if int(name[len(TEST_PHASE_FOLDER):]) <= done else f"{self.test_dir}/interrupted"
+            target = self.test_dir if int(name[len(TEST_PHASE_FOLDER):]) <= done else f"{self.test_dir}/{INTERRUPTED}"
             paths = list_episodes(folder)
             if paths and target != self.test_dir:
                 log.info("%d test episode(s) of test phase %s, which the checkpoint does not hold, moved to %s; the "
@@ -408,8 +461,12 @@ class Trainer:
     def _compare_return(self, name: str) -> float:
         """Mean return of policy `name` over `schedule.test_episodes` test episodes (not saved)."""
         self.agent.policy.set_policies(test=name)
+        count = self.config.schedule.test_episodes
+        first = (int(self.counters.test_phases.numpy()) * len(self.config.policy.compare)
+                 + list(map(str, self.config.policy.compare)).index(name)) * count
         try:
-            episodes = Actor(self._test_env(), self.agent.policy, TEST).run(self.config.schedule.test_episodes)
+            episodes = Actor(self._test_env(), self.agent.policy, TEST).run(
+                count, seeds=self._reset_seeds(COMPARE_STREAM, first, count))
         finally:
             self.agent.policy.set_policies(test=self.config.policy.test)
         return float(np.mean([episode["return"] for episode in episodes]))
@@ -424,6 +481,10 @@ class Trainer:
                                    keys=(self.config.env.obs, "action", "reward", "discount"),
                                    wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec,
                                    absorbing_steps=self._absorbing_steps)
+            state = RunState.read(self.run_state.held_out_replay)
+            if state is not None:
+                replay.restore(cast(dict, state))
+            self._held_out_replay = replay
             self._test_chunks = iter(replay)
         try:
             chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
@@ -453,13 +514,22 @@ class Trainer:
         envs = self._train_envs()
         self.agent.policy.set_policies(train=policy or self.config.policy.train)
         try:
-            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(count or envs.num_envs)
+            count = count or envs.num_envs
+            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(
+                count, seeds=self._reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
         finally:
             self.agent.policy.set_policies(train=self.config.policy.train)
         self.counters.train_episodes.assign_add(len(episodes))
         self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
                                                      np.int64))
         return episodes
+
+    def _reset_seeds(self, stream: int, first: int, count: int) -> list[int]:
+        """Reset seeds of episodes `first` .. `first + count - 1` of an episode stream: functions of checkpointed
+        counters, so a resumed run starts its episodes where the uninterrupted run started them."""
+        base = self.config.env.seed + (TEST_SEED_OFFSET if stream != TRAIN_STREAM else 0)
+        base = distribute.worker_seed(base, self.strategy)
+        return [episode_seed(base, stream, index) for index in range(first, first + count)]
 
     def _log(self, values: dict, phase: str) -> dict:
         return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
@@ -484,9 +554,15 @@ class Trainer:
                                        wait_seconds=self.config.data.wait_seconds,
                                        seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
                                        absorbing_steps=self._absorbing_steps,
-                                       prefetch=0)  # deterministic: batches are drawn when needed, not ahead
+                                       prefetch=0,  # deterministic: batches are drawn when needed, not ahead
+                                       state=cast("dict | None", RunState.read(self.run_state.replay)))
+        self._replay = replay
         batches = iter(dataset)
         step = int(self.counters.step.numpy())
+        if not when.done(step) and not when.log(step, collected=when.collect(step)):
+            # A run stopped at a step its schedule does not log wrote a final record there; going on, the
+            # uninterrupted run has none at that step (a finished run keeps it: `train` returns it).
+            self.logger.drop_after(step, test_pending=False, unscheduled_train=True)
         last: dict = {}
         metrics = None
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
@@ -511,11 +587,12 @@ class Trainer:
                 if when.video(step):
                     self.log_open_loop(next(batches))
                 if when.checkpoint(step) and int(self.learner.consecutive_skips.numpy()) == 0:
-                    self.checkpointer.save(step)  # only after a good update: the last checkpoint is always a good one
+                    self.save_checkpoint()  # only after a good update: the last checkpoint is always a good one
         bar.close()
         if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
             last = self._log({key: float(value) for key, value in metrics.items()}, TRAIN)
-        self.checkpointer.save(int(self.counters.step.numpy()))
+        self.save_checkpoint()
+        self._replay = None
         self.logger.flush()
         if not last:  # nothing left to do: answer with where the run is and what it last logged
             log.info("already at step %d of %d: nothing to train (pass a larger --train-steps to go on)", step, when.total)
@@ -566,18 +643,9 @@ class Trainer:
         collect_start = time.perf_counter()
         values = {}
         collector = collecting_policy(self.config.policy, collection)
-        # Episodes written before a stop, after the checkpoint this run resumed from, are this collection's (all of
-        # them, or those of the environments that finished before a kill): logged, and only the rest collected.
-        num_envs = self.config.env.num_envs
-        on_disk, self._episodes_ahead = self._episodes_ahead[:num_envs], self._episodes_ahead[num_envs:]
-        episodes = [summary for path in on_disk if (summary := _episode_summary(path))]
-        if on_disk:
-            log.info("step %d: %d of collection %d's %d episodes are on disk from before the restart; not collected "
-                     "again", step, len(on_disk), collection, num_envs)
-        if len(on_disk) < num_envs:
-            if collector in SAC_ACTING:
-                values.update(self.catch_up_head(batches))
-            episodes += self.collect_train_episodes(collector, num_envs - len(on_disk))
+        if collector in SAC_ACTING:
+            values.update(self.catch_up_head(batches))
+        episodes = self.collect_train_episodes(collector, self.config.env.num_envs)
         window.collected(collect_start)
         if not episodes:  # only unreadable files on disk: nothing to report
             return values

@@ -1,0 +1,164 @@
+"""A run stopped or killed at any moment and resumed ends as the never-stopped run: every checkpoint tensor and every
+metrics.jsonl record (wall-clock aside) are equal. `run_state/` is compared by content: the replays' generators,
+counts and episodes by their data, since episode file names carry a uuid and a time stamp."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planet_sac.checkpoints import list_variables, resolve
+from planet_sac.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "configs" / "smoke.yaml"
+# Every random stream in use (replay sampling, CEM and SAC acting with exploration noise, imagined transitions, test
+# phases with a compared policy, seed episodes of both folders), with checkpoints (every 10) apart from logs (every 5).
+SETTINGS = ["policy.train=sac_guided_cem", "policy.compare=[sac]", "sac.imagination_horizon=2", "sac.real_ratio=0.5",
+            "schedule.collect_every=5", "schedule.train_phase_steps=10", "env.time_limit=10", "data.seed_episodes=3",
+            "data.test_seed_episodes=2", "schedule.checkpoint_every=10", "schedule.log_every=5"]
+WALL_CLOCK = ("time", "train/steps_per_second")
+
+
+def metrics(logdir: Path) -> list[dict]:
+    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    return [{key: value for key, value in record.items() if key not in WALL_CLOCK and not key.startswith("time/")}
+            for record in records]
+
+
+def checkpoint(logdir: Path) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+
+    prefix = resolve(str(logdir))
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE") for name, _ in list_variables(prefix)}
+
+
+def episodes(folder: Path) -> list[tuple[int, float]]:
+    """(length, return) of every episode in a folder, sorted: the data, not the names (a uuid orders the episodes of
+    one second)."""
+    out = []
+    for path in folder.glob("*.npz"):
+        with np.load(path) as data:
+            out.append((len(data["action"]), float(data["reward"].sum())))
+    return sorted(out)
+
+
+def assert_same_run(expected: Path, resumed: Path) -> None:
+    """Every record and every tensor equal; the replays' states equal but for the episode files' names."""
+    assert metrics(resumed) == metrics(expected)
+    a, b = checkpoint(expected), checkpoint(resumed)
+    assert a.keys() == b.keys()
+    different = [name for name in a if not name.startswith("run_state/") and not np.array_equal(a[name], b[name])]
+    assert not different, f"{len(different)} of {len(a)} tensors differ, e.g. {different[:3]}"
+    for name in ("run_state/replay", "run_state/held_out_replay"):
+        state_a, state_b = (json.loads(tensors[name].decode()) for tensors in (a, b))
+        for key in ("rng", "stats", "scan_due"):
+            assert state_a[key] == state_b[key], f"{name} {key}"
+        assert [len(state_a[key]) for key in ("recent", "cache", "pending")] == \
+            [len(state_b[key]) for key in ("recent", "cache", "pending")], name
+    assert episodes(resumed / "train_episodes") == episodes(expected / "train_episodes")
+    assert episodes(resumed / "test_episodes") == episodes(expected / "test_episodes")
+
+
+def train_in_process(logdir: Path, steps: int, settings=()) -> None:
+    from planet_sac.training.trainer import Trainer
+
+    trainer = Trainer(load_config(SMOKE, [*SETTINGS, *settings]), str(logdir), progress=False)
+    try:
+        trainer.run(steps)
+    finally:
+        trainer.close()
+
+
+def command(logdir: Path, steps: int, settings=()) -> list[str]:
+    sets = [arg for setting in [*SETTINGS, *settings] for arg in ("--set", setting)]
+    return [sys.executable, "-m", "planet_sac", "train", "--config", str(SMOKE), "--logdir", str(logdir), "--quiet",
+            "--train-steps", str(steps), *sets]
+
+
+@pytest.fixture(scope="module")
+def never_stopped(tmp_path_factory) -> Path:
+    logdir = tmp_path_factory.mktemp("never_stopped") / "run"
+    train_in_process(logdir, 40)
+    return logdir
+
+
+def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
+    """--train-steps 15 (between checkpoints, a step the schedule logs), then 27 (off the log schedule: the stop's
+    final record is dropped when the run goes on), then 40, in new Trainers as new processes would."""
+    for steps in (15, 27, 40):
+        train_in_process(tmp_path / "run", steps)
+    assert_same_run(never_stopped, tmp_path / "run")
+
+
+def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear (exit {process.poll()}): {process.stderr.read().decode()[-2000:]}")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, how):
+    """SIGTERM once (the run finishes its step and checkpoints), or SIGKILL three times (the work since the last
+    checkpoint is lost and redone: its episodes set aside), each a random 0-2 s after the run's first checkpoint."""
+    logdir = tmp_path / "run"
+    rng = random.Random(f"{how}-0")  # a fixed draw: a failure replays
+    for kill in range(1 if how == "sigterm" else 3):
+        process = subprocess.Popen(command(logdir, 40), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _wait_for(logdir / "checkpoints" / "checkpoint", process)
+        time.sleep(rng.uniform(0.0, 2.0))
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
+        process.wait(timeout=120)
+    subprocess.run(command(logdir, 40), cwd=ROOT, check=True, capture_output=True)
+    assert_same_run(never_stopped, logdir)
+
+
+@pytest.mark.slow
+def test_a_pixel_run_with_two_environment_processes_resumes_exactly(tmp_path):
+    """dm_control cartpole from pixels, 2 environment processes, a tiny conv model: stopped at 6 and resumed to 12."""
+    settings = ["env.task=dmc:cartpole-swingup", "env.obs=image", "env.action_repeat=8", "env.num_envs=2",
+                "model.cnn_depth=4", "model.decoder_depth=4", "data.seed_episodes=2", "data.test_seed_episodes=1",
+                "schedule.collect_every=3", "schedule.train_phase_steps=6", "schedule.checkpoint_every=6",
+                "schedule.log_every=3", "policy.compare=[]", "env.time_limit=12", "data.chunk_length=8"]
+    train_in_process(tmp_path / "never", 12, settings)
+    subprocess.run(command(tmp_path / "resumed", 6, settings), cwd=ROOT, check=True, capture_output=True)
+    train_in_process(tmp_path / "resumed", 12, settings)
+    assert_same_run(tmp_path / "never", tmp_path / "resumed")
+
+
+@pytest.mark.slow
+def test_a_suite_killed_and_run_again_gives_the_same_scores(tmp_path):
+    """`planet-sac suite` on Pendulum (two seeds), SIGKILLed once during its first run, then run again: the score
+    records equal those of a suite never stopped."""
+    from planet_sac.plotting import read_scores
+
+    def suite(out: Path) -> list[str]:
+        sets = [arg for setting in SETTINGS if not setting.startswith("schedule.") for arg in ("--set", setting)]
+        return [sys.executable, "-m", "planet_sac", "suite", "--config", str(SMOKE), "--tasks", "gym:Pendulum-v1",
+                "--action-repeat", "gym:Pendulum-v1=2", "--seeds", "0", "1", "--env-steps", "100", "--out", str(out),
+                "--eval-episodes", "1", "--compare-episodes", "0", "--quiet", *sets]
+
+    subprocess.run(suite(tmp_path / "never"), cwd=ROOT, check=True, capture_output=True)
+    process = subprocess.Popen(suite(tmp_path / "killed"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_for(tmp_path / "killed" / "runs" / "gym_Pendulum-v1" / "seed0" / "checkpoints" / "checkpoint", process)
+    time.sleep(random.Random("suite").uniform(0.5, 2.0))
+    process.kill()
+    process.wait(timeout=60)
+    subprocess.run(suite(tmp_path / "killed"), cwd=ROOT, check=True, capture_output=True)
+    paths = [next((tmp_path / name / "scores").glob("*.json.gz")) for name in ("never", "killed")]
+    never, killed = (sorted(read_scores(str(path)), key=lambda r: r["seed"]) for path in paths)
+    assert len(never) == 2 and killed == never

@@ -5,7 +5,6 @@ counts and episodes by their data, since episode file names carry a uuid and a t
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -109,20 +108,32 @@ def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> 
         time.sleep(0.05)
 
 
+def _checkpoint_step(logdir: Path) -> int:
+    try:
+        text = (logdir / "checkpoints" / "checkpoint").read_text()
+    except FileNotFoundError:
+        return -1
+    return int(text.split('"')[1].rsplit("-", 1)[1])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, how):
     """SIGTERM once (the run finishes its step and checkpoints), or SIGKILL three times (the work since the last
-    checkpoint is lost and redone: its episodes set aside), each a random 0-2 s after the run's first checkpoint."""
+    checkpoint is lost and redone, its episodes set aside): kill k comes a random 0-1.5 s after the checkpoint at
+    step 10k, so it lands in updates, collections, test phases or a checkpoint's writing."""
     logdir = tmp_path / "run"
     rng = random.Random(f"{how}-0")  # a fixed draw: a failure replays
-    for kill in range(1 if how == "sigterm" else 3):
+    for kill in range(1, 2 if how == "sigterm" else 4):
         process = subprocess.Popen(command(logdir, 40), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _wait_for(logdir / "checkpoints" / "checkpoint", process)
-        time.sleep(rng.uniform(0.0, 2.0))
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while _checkpoint_step(logdir) < 10 * kill and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 1.5))
+        assert process.poll() is None, "the run ended before it was stopped"
+        process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         process.wait(timeout=120)
+        assert _checkpoint_step(logdir) < 40
     subprocess.run(command(logdir, 40), cwd=ROOT, check=True, capture_output=True)
     assert_same_run(never_stopped, logdir)
 

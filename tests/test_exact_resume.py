@@ -121,7 +121,8 @@ def _checkpoint_step(logdir: Path) -> int:
 def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, how):
     """SIGTERM once (the run finishes its step and checkpoints), or SIGKILL three times (the work since the last
     checkpoint is lost and redone, its episodes set aside): kill k comes a random 0-1.5 s after the checkpoint at
-    step 10k, so it lands in updates, collections, test phases or a checkpoint's writing."""
+    step 10k, so it lands in updates, collections, test phases or a checkpoint's writing; the second SIGKILL
+    waits for a training episode written after its checkpoint, and comes a random 0-0.3 s after it."""
     logdir = tmp_path / "run"
     rng = random.Random(f"{how}-0")  # a fixed draw: a failure replays
     for kill in range(1, 2 if how == "sigterm" else 4):
@@ -129,7 +130,13 @@ def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never
         deadline = time.monotonic() + 120
         while _checkpoint_step(logdir) < 10 * kill and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 1.5))
+        if how == "sigkill" and kill == 2:
+            on_disk = len(list((logdir / "train_episodes").glob("*.npz")))
+            while len(list((logdir / "train_episodes").glob("*.npz"))) == on_disk and process.poll() is None:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.3))
+        else:
+            time.sleep(rng.uniform(0.0, 1.5))
         assert process.poll() is None, "the run ended before it was stopped"
         process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         process.wait(timeout=120)

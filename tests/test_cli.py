@@ -221,16 +221,19 @@ def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, t
     trainer.close()
     source = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
     run_state = ["learner/rng_state", "policy/rng_state", "learner/skipped_updates", "learner/consecutive_skips",
-                 "counters/step"]
+                 "counters/step", "run_state/replay"]
     for name in run_state:
         np.testing.assert_array_equal(trainer.variables[name].numpy(), initial[name], err_msg=name)
     for name in run_state:  # the source's differ: the check above can fail
         assert not np.array_equal(source.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"), initial[name])
+    # the new run's own episodes (none yet), not the source's
+    assert trainer.variables["run_state/train_episodes"].numpy() == b"[]"
+    assert source.get_tensor("variables/run_state/train_episodes/.ATTRIBUTES/VARIABLE_VALUE") != b"[]"
     model = [name for name in trainer.variables if name.startswith(("world_model/", "sac/", "optimizer/"))]
     for name in model:
         np.testing.assert_array_equal(trainer.variables[name].numpy(),
                                       source.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"), err_msg=name)
-    assert len(model) + len(run_state) + 4 == len(trainer.variables)  # + the other four counters/
+    assert len(model) + len(run_state) + 4 + 2 == len(trainer.variables)  # + the other four counters/, two run_state/
 
 
 def test_offline_training_from_shipped_data_and_imagination_on_a_task_that_terminates_warns_once(tmp_path):

@@ -137,8 +137,9 @@ def test_two_train_commands_with_tf_config_train_as_one(tmp_path):
     first, second = (checkpoint_tensors(logdir) for logdir in logdirs)
     assert int(first["counters/step"]) == 2 and first.keys() == second.keys()
     for name in first:
-        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
-    episodes = [sorted((logdir / "train_episodes").iterdir()) for logdir in logdirs]
+        if not name.startswith("run_state/"):  # each worker's replay holds its own episodes (their names differ)
+            np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+    episodes = [sorted((logdir / "train_episodes").glob("*.npz")) for logdir in logdirs]
     assert len(episodes[0]) == len(episodes[1]) == 2  # seed episodes, collected with each worker's own seeds
     assert not np.array_equal(np.load(episodes[0][0])["state"], np.load(episodes[1][0])["state"])
 
@@ -168,7 +169,7 @@ def test_checkpoints_move_between_strategies(tmp_path):
     assert int(results["replicas"]) == 2 and str(results["start_message"]).startswith("resumed")
     assert prefixed(results, "restored/0/").keys() == written_plain.keys()  # the same names, so the same checkpoint keys
     mirrored = prefixed(results, "restored/1/")  # every variable built under the scope has a copy on the second device
-    assert {name for name in written_plain if not name.startswith("counters/")} == mirrored.keys()
+    assert {name for name in written_plain if not name.startswith(("counters/", "run_state/"))} == mirrored.keys()
     for replica in range(2):
         for name, value in prefixed(results, f"restored/{replica}/").items():
             np.testing.assert_array_equal(value, written_plain[name], err_msg=f"replica {replica}: {name}")

@@ -15,7 +15,7 @@ import pytest
 
 from planet_sac.cli import main
 from planet_sac.config import ConfigError
-from planet_sac.envs import environment_seed, make_env, make_envs
+from planet_sac.envs import environment_seed, episode_seed, make_env, make_envs
 from tests.conftest import CONFIGS, ROOT
 
 EXAMPLE = ROOT / "examples" / "myenvs.py"
@@ -57,11 +57,12 @@ def test_the_example_environment_trains_from_the_command_line_in_two_processes(m
     episodes = [load_episode(path) for path in list_episodes(str(logdir / "train_episodes"))]
     assert len(episodes) >= 2
     assert all(episode["state"].shape[1:] == (4,) and episode["action"].shape[1:] == (2,) for episode in episodes)
-    # expected first observations: the raw environment seeded as environments 0 and 1 (envs.environment_seed),
-    # its Dict observation mapped by hand: keys sorted by name (goal, position), concatenated
+    # expected first observations: the raw environment reset as the run's training episodes 0 and 1 are
+    # (envs.episode_seed of env.seed 0, the training stream), its Dict observation mapped by hand: keys sorted by
+    # name (goal, position), concatenated
     module = sys.modules["myreach_example"]
     expected = []
-    for seed in (environment_seed(0, 0), environment_seed(0, 1)):
+    for seed in (episode_seed(0, 0, 0), episode_seed(0, 0, 1)):
         obs, _ = module.MyReach().reset(seed=seed)
         expected.append(np.concatenate([obs["goal"], obs["position"]]))
     firsts = sorted((episode["state"][0] for episode in episodes[:2]), key=lambda s: tuple(s))

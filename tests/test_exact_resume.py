@@ -85,11 +85,12 @@ def command(logdir: Path, steps: int, settings=()) -> list[str]:
             "--train-steps", str(steps), *sets]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def never_stopped(tmp_path_factory) -> Path:
-    logdir = tmp_path_factory.mktemp("never_stopped") / "run"
-    train_in_process(logdir, 40)
-    return logdir
+    """The run every stopped one is compared with: trained once per test session, read by all (never written)."""
+    from tests.conftest import made_once_per_session
+
+    return made_once_per_session(tmp_path_factory, "never_stopped", lambda folder: train_in_process(folder / "run", 40)) / "run"
 
 
 def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
@@ -147,27 +148,29 @@ def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never
 
 @pytest.mark.slow
 def test_a_pixel_run_with_two_environment_processes_resumes_exactly(tmp_path):
-    """dm_control cartpole from pixels, 2 environment processes, a tiny conv model: stopped at 6 and resumed to 12."""
+    """dm_control cartpole from pixels, 2 environment processes, a tiny conv model: stopped at 6 and resumed to 12 (in new
+    Trainers: the kill tests above cover new processes)."""
     settings = ["env.task=dmc:cartpole-swingup", "env.obs=image", "env.action_repeat=8", "env.num_envs=2",
                 "model.cnn_depth=4", "model.decoder_depth=4", "data.seed_episodes=2", "data.test_seed_episodes=1",
                 "schedule.collect_every=3", "schedule.train_phase_steps=6", "schedule.checkpoint_every=6",
-                "schedule.log_every=3", "policy.compare=[]", "env.time_limit=12", "data.chunk_length=8"]
+                "schedule.log_every=3", "policy.train=sac", "policy.test=sac", "policy.compare=[]", "env.time_limit=12",
+                "data.chunk_length=8"]  # the SAC head acts: CEM's graphs over a conv model would take most of the time
     train_in_process(tmp_path / "never", 12, settings)
-    subprocess.run(command(tmp_path / "resumed", 6, settings), cwd=ROOT, check=True, capture_output=True)
+    train_in_process(tmp_path / "resumed", 6, settings)
     train_in_process(tmp_path / "resumed", 12, settings)
     assert_same_run(tmp_path / "never", tmp_path / "resumed")
 
 
 @pytest.mark.slow
 def test_a_suite_killed_and_run_again_gives_the_same_scores(tmp_path):
-    """`planet-sac suite` on Pendulum (two seeds), SIGKILLed once during its first run, then run again: the score
-    records equal those of a suite never stopped."""
+    """`planet-sac suite` on Pendulum, SIGKILLed once during its run, then run again: the score record equals that of
+    a suite never stopped."""
     from planet_sac.plotting import read_scores
 
     def suite(out: Path) -> list[str]:
         sets = [arg for setting in SETTINGS if not setting.startswith("schedule.") for arg in ("--set", setting)]
         return [sys.executable, "-m", "planet_sac", "suite", "--config", str(SMOKE), "--tasks", "gym:Pendulum-v1",
-                "--action-repeat", "gym:Pendulum-v1=2", "--seeds", "0", "1", "--env-steps", "100", "--out", str(out),
+                "--action-repeat", "gym:Pendulum-v1=2", "--seeds", "0", "--env-steps", "100", "--out", str(out),
                 "--eval-episodes", "1", "--compare-episodes", "0", "--quiet", *sets]
 
     subprocess.run(suite(tmp_path / "never"), cwd=ROOT, check=True, capture_output=True)
@@ -178,5 +181,5 @@ def test_a_suite_killed_and_run_again_gives_the_same_scores(tmp_path):
     process.wait(timeout=60)
     subprocess.run(suite(tmp_path / "killed"), cwd=ROOT, check=True, capture_output=True)
     paths = [next((tmp_path / name / "scores").glob("*.json.gz")) for name in ("never", "killed")]
-    never, killed = (sorted(read_scores(str(path)), key=lambda r: r["seed"]) for path in paths)
-    assert len(never) == 2 and killed == never
+    never, killed = (read_scores(str(path)) for path in paths)
+    assert len(never) == 1 and len(never[0]["xs"]) >= 2 and killed == never

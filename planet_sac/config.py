@@ -220,6 +220,7 @@ class SACConfig:
     exploration_noise: float = 0.0  # train phase: N(0, this) added to the actor's sample, clipped (Dreamer's expl_amount 0.3); 0 = off
     min_std: float = math.exp(-5.0)  # floor of the actor's std before the squash (DreamerV2/V3: 0.1)
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
+    return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
 
     def validate(self) -> None:
         for name in ("units", "layers", "batch_size"):

@@ -141,3 +141,38 @@ def test_min_alpha_holds_the_temperature_at_its_floor_and_lets_it_rise(entropy_a
     sac.update(*batch, rng=tf.random.Generator.from_seed(0))
     expected = math.log(0.05) if entropy_above_target else math.log(0.05) + lr
     assert float(sac.log_alpha.numpy()) == pytest.approx(expected, abs=1e-5)
+
+
+def test_return_normalization_scales_the_actors_q_by_the_targets_percentile_range():
+    """sac.return_normalization (DreamerV3's retnorm): the actor's loss is mean(alpha log pi - Q / S) with
+    S = max(1, (hi - lo) / (1 - 0.99^n)) from the EMAs of the critic targets' 5th and 95th percentiles after n batches;
+    the update moves the EMAs 1% towards this batch's percentiles (numpy's, linear)."""
+    sac = SAC(SACConfig(units=16, discount=0.9, init_alpha=0.5, return_normalization=True), F, A, seed=3)
+    assert {v.name.split(":")[0] for v in sac.variables} >= {"sac/return_range", "sac/return_updates"}
+    sac.return_range.assign([-2.0, 30.0])  # debiased over 3 batches: (30 + 2) / (1 - 0.99^3) = 1077.5
+    sac.return_updates.assign(3.0)
+    scale = 32.0 / (1 - 0.99 ** 3)
+    assert float(sac.return_scale()) == pytest.approx(scale, rel=1e-5)
+    g = np.random.default_rng(4)
+    feats, nfeats = g.normal(size=(N, F)).astype(np.float32), g.normal(size=(N, F)).astype(np.float32)
+    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
+    reward = (100 * g.normal(size=N)).astype(np.float32)
+    discount = np.ones(N, np.float32)
+    rng = tf.random.Generator.from_seed(7)
+    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    noise_next, noise_pi = clone.normal([N, A]).numpy(), clone.normal([N, A]).numpy()
+    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
+    y = reward + 0.9 * (ref.q_value(sac, nfeats, next_a, target=True) - 0.5 * next_lp)
+    a, lp = ref.sample(sac, feats, noise_pi)
+    expected_loss = np.mean(0.5 * lp - ref.q_value(sac, feats, a) / scale)
+
+    metrics = sac.update(feats, action, reward, discount, nfeats, rng=rng)
+    np.testing.assert_allclose(float(metrics["sac/actor_loss"]), expected_loss, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(sac.return_range.numpy(), 0.99 * np.array([-2.0, 30.0]) + 0.01 * np.percentile(y, [5, 95]),
+                               rtol=1e-4)
+    assert float(sac.return_updates.numpy()) == 4.0
+    sac.return_range.assign([0.1, 0.4])  # a range under 1 (debiased ~0.3): the scale stays 1, never magnifies Q
+    sac.return_updates.assign(10_000.0)
+    assert float(sac.return_scale()) == 1.0
+    plain = SAC(SACConfig(units=16), F, A, seed=3)  # off by default: no variables, scale 1
+    assert not any("return" in v.name for v in plain.variables) and float(plain.return_scale()) == 1.0

@@ -19,6 +19,7 @@ import math
 from typing import Dict
 
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from planet_sac.config import SACConfig
 from planet_sac.models.networks import MLP
@@ -57,11 +58,17 @@ class SAC(tf.Module):
     """Actor, twin critics with targets, and the entropy temperature.
 
     The actor's standard deviation (before the squash) is clipped to [`sac.min_std`, e^2]; the
-    temperature is kept at or above `sac.min_alpha` (a projection after each of its steps).
+    temperature is kept at or above `sac.min_alpha` (a projection after each of its steps). With
+    `sac.return_normalization` the actor's loss divides Q by `return_scale()`, DreamerV3's max(1, P95 - P5)
+    of the critic targets (EMAs at rate 0.01, debiased), so the temperature weighs entropy against returns
+    on one scale whatever the task's reward scale; the critics still learn unscaled returns.
     """
 
+    RETURN_RATE = 0.01  # DreamerV3's retnorm rate
+    RETURN_PERCENTILES = (5.0, 95.0)  # and its perclo, perchi
+
     METRICS = ("sac/critic_loss", "sac/actor_loss", "sac/alpha", "sac/q", "sac/entropy", "sac/std",
-               "sac/std_at_floor", "sac/update_finite")
+               "sac/std_at_floor", "sac/return_scale", "sac/update_finite")
     HALF_METRICS = ("reward", "q", "target")  # per half of a mixed batch: sac/real/<name>, sac/imagined/<name>
 
     @staticmethod
@@ -83,6 +90,9 @@ class SAC(tf.Module):
             self.target_critic1 = MLP(critic_in, config.units, config.layers, 1, tf.nn.elu, seed, name="target_critic1")
             self.target_critic2 = MLP(critic_in, config.units, config.layers, 1, tf.nn.elu, seed + 1, name="target_critic2")
             self.log_alpha = tf.Variable(math.log(config.init_alpha), name="log_alpha")
+            if config.return_normalization:  # only then: checkpoints of other configs keep their variables
+                self.return_range = tf.Variable([0.0, 0.0], trainable=False, name="return_range")  # EMAs of P5, P95
+                self.return_updates = tf.Variable(0.0, trainable=False, name="return_updates")
         self.critic_variables = self.critic1.trainable_variables + self.critic2.trainable_variables
         self.actor_optimizer = Adam(self.actor.trainable_variables, config.actor_lr, name="sac_actor")
         self.critic_optimizer = Adam(self.critic_variables, config.critic_lr, name="sac_critic")
@@ -130,6 +140,20 @@ class SAC(tf.Module):
     def alpha(self) -> tf.Tensor:
         return tf.exp(self.log_alpha)
 
+    def return_scale(self) -> tf.Tensor:
+        """max(1, P95 - P5) of the critic targets (debiased EMAs); 1 without `sac.return_normalization`."""
+        if not self.config.return_normalization:
+            return tf.constant(1.0)
+        correction = 1.0 - (1.0 - self.RETURN_RATE) ** tf.maximum(self.return_updates, 1.0)
+        low, high = tf.unstack(self.return_range / correction)
+        return tf.maximum(1.0, high - low)
+
+    def _track_returns(self, target: tf.Tensor) -> None:
+        """Moves the EMAs of the targets' 5th and 95th percentiles towards this batch's."""
+        batch = tfp.stats.percentile(target, self.RETURN_PERCENTILES, interpolation="linear")
+        self.return_range.assign((1.0 - self.RETURN_RATE) * self.return_range + self.RETURN_RATE * batch)
+        self.return_updates.assign_add(1.0)
+
     # ------------------------------------------------------------------ learning
 
     def critic_target(self, reward: tf.Tensor, discount: tf.Tensor, next_features: tf.Tensor, noise: tf.Tensor,
@@ -144,9 +168,11 @@ class SAC(tf.Module):
         return tf.stop_gradient(reward + self.config.discount ** steps * discount * next_value)
 
     def actor_loss(self, features: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """mean(alpha * log pi(a|z) - min Q(z, a)), a ~ pi(z) reparameterised by `noise`; and log pi(a|z)."""
+        """mean(alpha * log pi(a|z) - min Q(z, a) / return_scale()), a ~ pi(z) reparameterised by `noise`; and
+        log pi(a|z)."""
         new_action, log_prob = self.sample(features, noise)
-        loss = tf.reduce_mean(tf.stop_gradient(self.alpha) * log_prob - self.q_value(features, new_action))
+        q = self.q_value(features, new_action) / tf.stop_gradient(self.return_scale())
+        loss = tf.reduce_mean(tf.stop_gradient(self.alpha) * log_prob - q)
         return loss, log_prob
 
     def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
@@ -192,6 +218,8 @@ class SAC(tf.Module):
             self.alpha_optimizer.apply(alpha_grads)
             if self.config.min_alpha > 0:  # a projection: the temperature can rise again from the floor at once
                 self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))
+            if self.config.return_normalization:
+                self._track_returns(target)
             self.soft_update_targets(self.config.tau)
             return tf.constant(1.0)
 
@@ -200,6 +228,7 @@ class SAC(tf.Module):
                    "sac/q": tf.reduce_mean(q1), "sac/entropy": -tf.reduce_mean(log_prob),
                    "sac/std": tf.reduce_mean(tf.exp(log_std)),
                    "sac/std_at_floor": tf.reduce_mean(tf.cast(log_std <= self.min_log_std, tf.float32)),
+                   "sac/return_scale": self.return_scale(),
                    "sac/update_finite": applied}
         size = action.shape[0]
         real_size = size if real_size is None else real_size

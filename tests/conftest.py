@@ -19,6 +19,18 @@ CONFIGS = ROOT / "configs"
 DATA = ROOT / "data"
 
 
+WALL_CLOCK = ("time", "train/steps_per_second")
+
+
+def records_without_wall_clock(logdir: Path) -> list[dict]:
+    """A run's metrics.jsonl records without wall-clock values (`time`, `time/*`, `train/steps_per_second`)."""
+    import json
+
+    records = [json.loads(line) for line in (Path(logdir) / "metrics.jsonl").read_text().splitlines()]
+    return [{key: value for key, value in record.items() if key not in WALL_CLOCK and not key.startswith("time/")}
+            for record in records]
+
+
 @pytest.fixture
 def smoke_config() -> Config:
     return load_config(CONFIGS / "smoke.yaml")

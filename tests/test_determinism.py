@@ -14,6 +14,7 @@ import numpy as np
 
 from planet_sac.checkpoints import list_variables, resolve
 from planet_sac.config import load_config
+from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -22,14 +23,6 @@ SMOKE = ROOT / "configs" / "smoke.yaml"
 # (after updates 5 and 10). Episodes of 10 agent steps (11 entries), as long as a chunk needs.
 SETTINGS = ["policy.train=sac_guided_cem", "policy.compare=[sac]", "sac.imagination_horizon=2", "sac.real_ratio=0.5",
             "schedule.train_steps=10", "schedule.collect_every=5", "env.time_limit=10", "data.seed_episodes=3"]
-WALL_CLOCK = ("time", "train/steps_per_second")
-
-
-def _metrics(logdir: Path) -> list[dict]:
-    """The run's records without wall-clock values."""
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    return [{key: value for key, value in record.items() if key not in WALL_CLOCK and not key.startswith("time/")}
-            for record in records]
 
 
 def _weights(logdir: Path) -> dict[str, np.ndarray]:
@@ -54,7 +47,7 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     subprocess.run(command, cwd=ROOT, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "random"})
     _train(tmp_path / "c", seed=4)
 
-    a, b, c = (_metrics(tmp_path / name) for name in "abc")
+    a, b, c = (records_without_wall_clock(tmp_path / name) for name in "abc")
     assert [record["step"] for record in a][-1] == 10 and any("test/return/sac" in record for record in a)
     assert [record["step"] for record in a if "train/return" in record] == [5, 10]  # two collects
     assert a == b

@@ -17,6 +17,7 @@ import pytest
 
 from planet_sac.checkpoints import list_variables, resolve
 from planet_sac.config import load_config
+from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -25,13 +26,6 @@ SMOKE = ROOT / "configs" / "smoke.yaml"
 SETTINGS = ["policy.train=sac_guided_cem", "policy.compare=[sac]", "sac.imagination_horizon=2", "sac.real_ratio=0.5",
             "schedule.collect_every=5", "schedule.train_phase_steps=10", "env.time_limit=10", "data.seed_episodes=3",
             "data.test_seed_episodes=2", "schedule.checkpoint_every=10", "schedule.log_every=5"]
-WALL_CLOCK = ("time", "train/steps_per_second")
-
-
-def metrics(logdir: Path) -> list[dict]:
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    return [{key: value for key, value in record.items() if key not in WALL_CLOCK and not key.startswith("time/")}
-            for record in records]
 
 
 def checkpoint(logdir: Path) -> dict[str, np.ndarray]:
@@ -54,7 +48,7 @@ def episodes(folder: Path) -> list[tuple[int, float]]:
 
 def assert_same_run(expected: Path, resumed: Path) -> None:
     """Every record and every tensor equal; the replays' states equal but for the episode files' names."""
-    assert metrics(resumed) == metrics(expected)
+    assert records_without_wall_clock(resumed) == records_without_wall_clock(expected)
     a, b = checkpoint(expected), checkpoint(resumed)
     assert a.keys() == b.keys()
     different = [name for name in a if not name.startswith("run_state/") and not np.array_equal(a[name], b[name])]

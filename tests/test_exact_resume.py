@@ -84,13 +84,13 @@ def never_stopped(tmp_path_factory) -> Path:
     """The run every stopped one is compared with: trained once per test session, read by all (never written)."""
     from tests.conftest import made_once_per_session
 
-    return made_once_per_session(tmp_path_factory, "never_stopped", lambda folder: train_in_process(folder / "run", 40)) / "run"
+    return made_once_per_session(tmp_path_factory, "never_stopped", lambda folder: train_in_process(folder / "run", 50)) / "run"
 
 
 def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
     """--train-steps 15 (between checkpoints, a step the schedule logs), then 27 (off the log schedule: the stop's
-    final record is dropped when the run goes on), then 40, in new Trainers as new processes would."""
-    for steps in (15, 27, 40):
+    final record is dropped when the run goes on), then 50, in new Trainers as new processes would."""
+    for steps in (15, 27, 50):
         train_in_process(tmp_path / "run", steps)
     assert_same_run(never_stopped, tmp_path / "run")
 
@@ -112,20 +112,19 @@ def _checkpoint_step(logdir: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
-def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, how):
-    """SIGTERM once (the run finishes its step and checkpoints), or SIGKILL three times (the work since the last
-    checkpoint is lost and redone, its episodes set aside): kill k comes a random 0-1.5 s after the checkpoint at
-    step 10k, so it lands in updates, collections, test phases or a checkpoint's writing; the second SIGKILL
-    waits for a training episode written after its checkpoint, and comes a random 0-0.3 s after it."""
+def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
+    """SIGTERM once (the run finishes its step and checkpoints), then SIGKILL three times (the work since the last
+    checkpoint is lost and redone, its episodes set aside). Stop k comes a random 0-1.5 s after the checkpoint at
+    step 10k, so it lands in updates, collections, test phases or a checkpoint's writing; the second SIGKILL waits
+    for a training episode written after its checkpoint, and comes a random 0-0.3 s after it."""
     logdir = tmp_path / "run"
-    rng = random.Random(f"{how}-0")  # a fixed draw: a failure replays
-    for kill in range(1, 2 if how == "sigterm" else 4):
-        process = subprocess.Popen(command(logdir, 40), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    rng = random.Random(0)  # a fixed draw: a failure replays
+    for stop, how in enumerate(["sigterm", "sigkill", "sigkill", "sigkill"], start=1):
+        process = subprocess.Popen(command(logdir, 50), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
-        while _checkpoint_step(logdir) < 10 * kill and process.poll() is None and time.monotonic() < deadline:
+        while _checkpoint_step(logdir) < 10 * stop and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        if how == "sigkill" and kill == 2:
+        if stop == 3:
             on_disk = len(list((logdir / "train_episodes").glob("*.npz")))
             while len(list((logdir / "train_episodes").glob("*.npz"))) == on_disk and process.poll() is None:
                 time.sleep(0.01)
@@ -135,8 +134,8 @@ def test_killed_at_random_moments_and_resumed_equals_the_never_stopped_run(never
         assert process.poll() is None, "the run ended before it was stopped"
         process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         process.wait(timeout=120)
-        assert _checkpoint_step(logdir) < 40
-    subprocess.run(command(logdir, 40), cwd=ROOT, check=True, capture_output=True)
+        assert _checkpoint_step(logdir) < 50
+    subprocess.run(command(logdir, 50), cwd=ROOT, check=True, capture_output=True)
     assert_same_run(never_stopped, logdir)
 
 

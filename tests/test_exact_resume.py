@@ -141,7 +141,8 @@ def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopp
 
 @pytest.mark.slow
 def test_a_pixel_run_with_two_environment_processes_resumes_exactly(tmp_path):
-    """dm_control cartpole from pixels, 2 environment processes, a tiny conv model: stopped at 6 and resumed to 12."""
+    """dm_control cartpole from pixels, 2 environment processes, a tiny conv model: SIGKILLed a random 0-1 s after
+    its checkpoint at 6, resumed to 12."""
     settings = ["env.task=dmc:cartpole-swingup", "env.obs=image", "env.action_repeat=8", "env.num_envs=2",
                 "model.cnn_depth=4", "model.decoder_depth=4", "data.seed_episodes=2", "data.test_seed_episodes=1",
                 "schedule.collect_every=3", "schedule.train_phase_steps=6", "schedule.checkpoint_every=6",
@@ -149,8 +150,18 @@ def test_a_pixel_run_with_two_environment_processes_resumes_exactly(tmp_path):
                 "data.chunk_length=8"]  # the SAC head acts: CEM's graphs over a conv model would take most of the time
     # In processes of their own: a pixel model trained in the test process left later tests' TensorFlow calls there
     # crashing (a segmentation fault in a compiled policy, seen twice in full runs of the suite).
-    for logdir, steps in ((tmp_path / "never", 12), (tmp_path / "resumed", 6), (tmp_path / "resumed", 12)):
-        subprocess.run(command(logdir, steps, settings), cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(command(tmp_path / "never", 12, settings), cwd=ROOT, check=True, capture_output=True)
+    resumed = tmp_path / "resumed"
+    process = subprocess.Popen(command(resumed, 12, settings), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while _checkpoint_step(resumed) < 6 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(random.Random("pixels").uniform(0.0, 1.0))
+    assert process.poll() is None, "the run ended before it was killed"
+    process.kill()
+    process.wait(timeout=60)
+    assert _checkpoint_step(resumed) < 12
+    subprocess.run(command(resumed, 12, settings), cwd=ROOT, check=True, capture_output=True)
     assert_same_run(tmp_path / "never", tmp_path / "resumed")
 
 

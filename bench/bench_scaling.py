@@ -24,6 +24,7 @@ the learner parts run on a copy in a temporary directory). Parts:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -49,7 +50,7 @@ def env_rates(run: str, counts: list[int], policies: list[str], steps: int) -> d
             agent.policy.set_policies(train=policy)
         for count in counts:
             e = config.env
-            envs = make_envs(e.task, e.obs, e.action_repeat, steps, e.seed, e.image_size, count)
+            envs = make_envs(dataclasses.replace(e, time_limit=steps), num_envs=count)
             acting = RandomPolicy(envs.action_space.shape[0], seed=0) if policy == "random" else agent.policy
             actor = Actor(envs, acting, TRAIN)
             try:

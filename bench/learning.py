@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
 
     config = load_config(args.config, args.set + [f"policy.train={args.policy}", f"policy.test={args.policy}"])
-    env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, 0, config.env.image_size)
+    env = make_env(config.env, seed=0)
     steps_per_episode = env.max_episode_steps * config.env.action_repeat
     env.close()
     episodes = math.ceil(args.env_steps / steps_per_episode)

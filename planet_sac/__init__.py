@@ -3,8 +3,8 @@
 The public API, importable from the package root:
 
     load_config(path, overrides)   typed, validated config (configs/*.yaml + "section.key=value")
-    make_env(task, obs, ...)       gym:<id> or dmc:<domain>-<task> with dict observations
-    make_envs(..., num_envs)       N of them, stepped together in parallel processes
+    make_env(task, obs, ...)       gym:<id> or dmc:<domain>-<task> with dict observations (or make_env(config.env))
+    make_envs(config.env, seed=)   env.num_envs of them as one batch, stepped together in parallel processes
     train(config, logdir, ...)     train or resume a run; offline_data= trains from episodes only
     Trainer(config, logdir, ...)   the same run as an object; restores on construction, then .run()
     evaluate(logdir, episodes, policy)

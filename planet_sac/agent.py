@@ -68,8 +68,7 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
     """
     config = apply_overrides(find_run_config(checkpoint), list(overrides))
     resolve(checkpoint)  # fails with a clear message before an environment is started
-    env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed,
-                   config.env.image_size, config.env.shadow_size)
+    env = make_env(config.env, seed=seed)
     obs_space = cast(spaces.Box, cast(spaces.Dict, env.observation_space)[config.env.obs])  # make_env: Dict of Boxes
     agent = Agent.build(config, config.env.obs, obs_space.shape, cast(spaces.Box, env.action_space).shape[0])
     try:

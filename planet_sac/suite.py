@@ -250,8 +250,8 @@ def render_seconds_per_frame(config: Config, frames: int = 30) -> float:
 
     seconds = {}
     for obs in ("image", "state"):
-        env = make_env(config.env.task, obs, config.env.action_repeat, None, config.env.seed, config.env.image_size,
-                       config.env.shadow_size if obs == "image" else None)
+        shadow_size = config.env.shadow_size if obs == "image" else None
+        env = make_env(dataclasses.replace(config.env, obs=obs, time_limit=None, shadow_size=shadow_size))
         try:
             env.reset()
             action_shape = cast("spaces.Box", env.action_space).shape
@@ -317,9 +317,7 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
             if count < 1:
                 continue
             if env is None:
-                env = SeededResets(make_env(config.env.task, config.env.obs, config.env.action_repeat,
-                                            config.env.time_limit, seed, config.env.image_size,
-                                            config.env.shadow_size), seed)
+                env = SeededResets(make_env(config.env, seed=seed), seed)
             agent.policy.set_policies(test=policy)
             start = time.perf_counter()
             actor = Actor(env, agent.policy, TEST)

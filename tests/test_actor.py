@@ -167,9 +167,10 @@ def test_a_crashed_environment_loses_only_its_partial_episode(tmp_path, caplog):
 def test_actor_with_parallel_processes_survives_a_killed_environment(tmp_path, caplog):
     import signal
 
+    from planet_sac.config import EnvConfig
     from planet_sac.envs import make_envs
 
-    envs = make_envs("gym:Pendulum-v1", "state", 1, 6, 0, 64, num_envs=2)
+    envs = make_envs(EnvConfig(task="gym:Pendulum-v1", obs="state", action_repeat=1, time_limit=6), seed=0, num_envs=2)
 
     class KillOnce(RandomPolicy):
         calls = 0

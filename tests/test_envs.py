@@ -249,9 +249,11 @@ def _dmc_frames(shadow_size, num_envs=None):
             frames.append(env.step(np.full(1, 0.5, np.float32))[0]["image"])
         env.close()
         return np.stack(frames).astype(int)
+    from planet_sac.config import EnvConfig
     from planet_sac.envs import make_envs
 
-    envs = make_envs("dmc:cartpole-swingup", "image", 8, None, 0, 64, num_envs, shadow_size)
+    envs = make_envs(EnvConfig(task="dmc:cartpole-swingup", action_repeat=8, shadow_size=shadow_size), seed=0,
+                     num_envs=num_envs)
     try:
         frames = [envs.reset(0)["image"]]
         for _ in range(3):

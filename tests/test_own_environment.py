@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from planet_sac.cli import main
-from planet_sac.config import ConfigError
+from planet_sac.config import ConfigError, EnvConfig
 from planet_sac.envs import environment_seed, episode_seed, make_env, make_envs
 from tests.conftest import CONFIGS, ROOT
 
@@ -73,7 +73,7 @@ def test_a_module_task_in_environment_processes_and_from_python(module_dir):
     shutil.copy(EXAMPLE, module_dir / "myreach_python.py")
     task = "gym:myreach_python:MyReach-v0"
     single = make_env(task, "image", action_repeat=2, seed=3)
-    envs = make_envs(task, "state", 2, None, 3, 64, num_envs=2)
+    envs = make_envs(EnvConfig(task=task, obs="state", action_repeat=2), seed=3, num_envs=2)
     try:
         assert single.reset()[0]["image"].shape == (64, 64, 3)
         assert single.action_space.shape == (2,) and envs.action_space.shape == (2,)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from planet_sac.config import ConfigError
+from planet_sac.config import EnvConfig
 from planet_sac.envs import LocalEnvs, ParallelEnvs, environment_seed, make_env, make_envs
 
 TASK = dict(task="gym:Pendulum-v1", obs="state", action_repeat=2, image_size=64)
@@ -20,7 +21,7 @@ TASK = dict(task="gym:Pendulum-v1", obs="state", action_repeat=2, image_size=64)
 def test_each_process_plays_what_its_own_environment_would(count):
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1, 1, (6, count, 1)).astype(np.float32)
-    envs = make_envs(time_limit=4, seed=10, num_envs=count, **TASK)
+    envs = make_envs(EnvConfig(time_limit=4, **TASK), seed=10, num_envs=count)
     try:
         assert isinstance(envs, ParallelEnvs) and envs.num_envs == count
         assert envs.action_space.shape == (1,) and envs.observation_space["state"].shape == (3,)
@@ -44,7 +45,7 @@ def test_each_process_plays_what_its_own_environment_would(count):
 
 
 def test_only_the_given_environments_step_and_one_resets_alone():
-    envs = make_envs(time_limit=10, seed=3, num_envs=2, **TASK)
+    envs = make_envs(EnvConfig(time_limit=10, **TASK), seed=3, num_envs=2)
     reference = [make_env(time_limit=10, seed=environment_seed(3, i), **TASK) for i in range(2)]
     try:
         envs.reset(0), envs.reset(1), reference[0].reset(), reference[1].reset()
@@ -65,7 +66,7 @@ def test_only_the_given_environments_step_and_one_resets_alone():
 
 
 def test_a_killed_process_is_restarted_and_reported_as_crashed(caplog):
-    envs = make_envs(time_limit=50, seed=0, num_envs=3, **TASK)
+    envs = make_envs(EnvConfig(time_limit=50, **TASK), seed=0, num_envs=3)
     try:
         for i in range(3):
             envs.reset(i)
@@ -87,7 +88,7 @@ def test_a_killed_process_is_restarted_and_reported_as_crashed(caplog):
 
 
 def test_one_environment_stays_in_this_process():
-    envs = make_envs(time_limit=5, seed=0, num_envs=1, **TASK)
+    envs = make_envs(EnvConfig(time_limit=5, **TASK), seed=0, num_envs=1)
     assert isinstance(envs, LocalEnvs)
     envs.close()
 
@@ -95,7 +96,7 @@ def test_one_environment_stays_in_this_process():
 def test_a_single_mujoco_environment_is_restarted_when_its_process_dies(caplog):
     """MuJoCo tasks run in a child process anyway; with num_envs=1 it used to be the one child nobody restarted,
     so a crash ended the run instead of dropping the partial episode."""
-    envs = make_envs(task="dmc:cartpole-swingup", obs="state", action_repeat=8, image_size=64, time_limit=10, seed=0)
+    envs = make_envs(EnvConfig(task="dmc:cartpole-swingup", obs="state", action_repeat=8, time_limit=10), seed=0, num_envs=1)
     try:
         assert isinstance(envs, ParallelEnvs) and envs.num_envs == 1
         envs.reset(0)
@@ -111,11 +112,11 @@ def test_a_single_mujoco_environment_is_restarted_when_its_process_dies(caplog):
 
 def test_num_envs_must_be_positive():
     with pytest.raises(ConfigError, match=r"env.num_envs=0: must be >= 1"):
-        make_envs(time_limit=5, seed=0, num_envs=0, **TASK)
+        make_envs(EnvConfig(time_limit=5, **TASK), seed=0, num_envs=0)
 
 
 def test_a_process_killed_between_episodes_is_restarted_by_reset(caplog):
-    envs = make_envs(time_limit=5, seed=0, num_envs=2, **TASK)
+    envs = make_envs(EnvConfig(time_limit=5, **TASK), seed=0, num_envs=2)
     try:
         envs.reset(0), envs.reset(1)
         victim = envs.pids()[0]
@@ -165,7 +166,7 @@ def test_num_envs_zero_is_refused_by_the_command_line_before_anything_is_written
 
 def test_closing_kills_a_hung_environment_process_instead_of_waiting_forever(monkeypatch, caplog):
     monkeypatch.setattr("planet_sac.envs.EnvProcess.CLOSE_SECONDS", 1.0)
-    envs = make_envs(time_limit=50, seed=0, num_envs=2, **TASK)
+    envs = make_envs(EnvConfig(time_limit=50, **TASK), seed=0, num_envs=2)
     envs.reset(0), envs.reset(1)
     hung = envs.pids()[1]
     os.kill(hung, signal.SIGSTOP)  # alive, never answers
@@ -187,7 +188,7 @@ def test_collectors_with_neighbouring_seeds_share_no_environment_seed():
     environment keeps the plain seed, so one environment plays what make_env(seed) plays."""
     starts = {}
     for seed in (1, 2):
-        envs = make_envs(time_limit=4, seed=seed, num_envs=2, **TASK)
+        envs = make_envs(EnvConfig(time_limit=4, **TASK), seed=seed, num_envs=2)
         try:
             for i in range(2):
                 starts[seed, i] = envs.reset(i)["state"]
@@ -200,3 +201,33 @@ def test_collectors_with_neighbouring_seeds_share_no_environment_seed():
     env.close()
     seeds = {environment_seed(s, i, r) for s in range(50) for i in range(4) for r in range(3)}
     assert len(seeds) == 50 * 4 * 3 and all(0 <= s < 2**31 for s in seeds)
+
+
+def test_make_envs_takes_seed_and_count_from_the_config():
+    """`make_envs(config)` alone: `config.num_envs` environments, environment 0 seeded with `config.seed`."""
+    config = EnvConfig(time_limit=3, seed=7, num_envs=2, **TASK)
+    envs = make_envs(config)
+    single = make_env(TASK["task"], TASK["obs"], TASK["action_repeat"], 3, seed=7)
+    try:
+        assert isinstance(envs, ParallelEnvs) and envs.num_envs == 2
+        np.testing.assert_array_equal(envs.reset(0)["state"], single.reset()[0]["state"])
+    finally:
+        envs.close()
+        single.close()
+
+
+def test_make_env_takes_an_env_config_as_gymnasium_make_takes_a_spec():
+    config = EnvConfig(task="gym:Pendulum-v1", obs="state", action_repeat=3, time_limit=2, seed=4)
+    from_config, from_fields = make_env(config), make_env("gym:Pendulum-v1", "state", 3, 2, seed=4)
+    reseeded = make_env(config, seed=5)
+    first = from_config.reset()[0]["state"]
+    np.testing.assert_array_equal(first, from_fields.reset()[0]["state"])
+    assert not np.array_equal(first, reseeded.reset()[0]["state"])
+    action = np.full(1, 0.3, np.float32)
+    for env in (from_config, from_fields):
+        env.step(action)
+    a, b = from_config.step(action), from_fields.step(action)
+    np.testing.assert_array_equal(a[0]["state"], b[0]["state"])
+    assert a[1] == b[1] and a[3] and b[3]  # the config's time limit of 2 agent steps ends both
+    with pytest.raises(TypeError, match="obs"):
+        make_env(config, obs="image")

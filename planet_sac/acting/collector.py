@@ -20,9 +20,10 @@ the run's checkpoints and take no lock on the run: any number may read one run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from typing import Sequence, cast
+from typing import Literal, Sequence, cast
 
 import tensorflow as tf
 from gymnasium import spaces
@@ -40,8 +41,9 @@ def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", ac
                    time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = (),
                    progress: bool = True) -> list[dict]:
     """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs, env.shadow_size)."""
-    env = apply_overrides(Config(), list(overrides)).env
-    envs = make_envs(task, obs, action_repeat, time_limit, seed, env.image_size, env.num_envs, env.shadow_size)
+    env = dataclasses.replace(apply_overrides(Config(), list(overrides)).env, task=task, obs=cast(Literal["image", "state"], obs),
+                              action_repeat=action_repeat, time_limit=time_limit)
+    envs = make_envs(env, seed=seed)
     actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, outdir)
     try:
         return actor.run(episodes, progress=progress)
@@ -70,8 +72,7 @@ class Collector:
         self.per_checkpoint = per_checkpoint
         self.config = apply_overrides(self._wait_for_run(checkpoint, wait_seconds), list(overrides))
         env = self.config.env
-        self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size, env.num_envs,
-                              env.shadow_size)
+        self.envs = make_envs(env, seed=seed)
         try:
             obs_space = cast(spaces.Box, self.envs.observation_space[env.obs])  # make_env's: a Dict of Boxes
             self.agent = Agent.build(self.config, env.obs, obs_space.shape,

@@ -259,16 +259,14 @@ class Trainer:
         if self.envs is None:
             env = self.config.env
             seed = distribute.worker_seed(env.seed, self.strategy)
-            self.envs = make_envs(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size,
-                                  env.num_envs, env.shadow_size)
+            self.envs = make_envs(env, seed=seed)
         return self.envs
 
     def _test_env(self):
         if self.test_env is None:
             env = self.config.env
             seed = distribute.worker_seed(env.seed + TEST_SEED_OFFSET, self.strategy)
-            self.test_env = make_env(env.task, env.obs, env.action_repeat, env.time_limit, seed, env.image_size,
-                                     env.shadow_size)
+            self.test_env = make_env(env, seed=seed)
         return self.test_env
 
     def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:

@@ -55,7 +55,7 @@ def nearest(points: np.ndarray, data: np.ndarray) -> np.ndarray:
 
 
 def play(logdir: str, policy: str, episodes: int, seed: int, agent, config) -> list[dict]:
-    env = make_env(config.env.task, config.env.obs, config.env.action_repeat, config.env.time_limit, seed)
+    env = make_env(config.env, seed=seed)
     agent.policy.set_policies(test=policy)
     actor = Actor(env, agent.policy, TEST)
     try:

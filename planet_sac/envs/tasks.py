@@ -1,0 +1,135 @@
+"""Task names: parsing `gym:` and `dmc:` tasks, importing the module a `gym:<module>:<id>` task names, episode lengths.
+
+Nothing here builds an environment; `planet_sac.envs.make` does. Read from gymnasium's registry only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+
+import gymnasium
+
+from planet_sac.config import ConfigError
+
+OBS_KEYS = ("image", "state")
+
+
+DMC_DEFAULT_STEPS = 1000
+"""Episode length of the dm_control suite tasks in control steps (before action repeat)."""
+
+TASK_FORMAT = (
+    "expected 'gym:<gymnasium id>' (e.g. 'gym:Pendulum-v1'), 'gym:<module>:<id>' (e.g. 'gym:myenvs:MyReach-v0') "
+    "or 'dmc:<domain>-<task>' (e.g. 'dmc:cartpole-swingup')"
+)
+
+
+def uses_mujoco(task: str) -> bool:
+    """Whether `task` simulates with MuJoCo (dm_control, gymnasium's MuJoCo tasks): such environments run in a
+    child process of their own (see `EnvProcess`)."""
+    source, _, name = task.partition(":")
+    if source == "dmc":
+        return True
+    if source == "gym":
+        entry_point = getattr(gymnasium.envs.registry.get(import_gym_module(name)), "entry_point", "")
+        return "mujoco" in str(entry_point)
+    return False
+
+
+def episode_limit(task: str, action_repeat: int, time_limit: int | None) -> int | None:
+    """Agent steps after which `make_env`'s episodes end: `time_limit`, else the task's own length divided by the
+    action repeat (rounded up), None when the task has none. Read from the registry: no environment is built."""
+    if time_limit is not None:
+        return time_limit
+    source, _, name = task.partition(":")
+    if source == "dmc":
+        default: int | None = DMC_DEFAULT_STEPS
+    elif source == "gym":
+        try:
+            default = gymnasium.spec(import_gym_module(name)).max_episode_steps
+        except gymnasium.error.Error:
+            return None  # an unknown id: make_env says so
+    else:
+        return None
+    return None if default is None else math.ceil(default / action_repeat)
+
+
+def import_gym_module(name: str) -> str:
+    """The gymnasium id of ``module:id`` (or a bare ``id``), after importing ``module`` so that it registers ``id``.
+
+    As ``gymnasium.make("module:id")``: the module is imported before the id is looked up. It is
+    looked for on ``sys.path`` and then in the working directory (``planet-sac`` is a console script,
+    whose ``sys.path`` does not hold the directory it is run from).
+
+    Raises:
+        ConfigError: If the module cannot be imported, or does not register ``id`` (one line).
+    """
+    module, sep, env_id = name.rpartition(":")
+    if not sep:
+        return name
+    if not module or not env_id:
+        raise ConfigError(f"bad task 'gym:{name}': {TASK_FORMAT}")
+    before = set(gymnasium.envs.registry)
+    try:
+        _import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module == error.name or module.startswith(error.name + ".")):
+            raise ConfigError(f"gym:{name}: importing module {module!r} failed: {one_line(error)}") from None
+        raise ConfigError(f"gym:{name}: no module named {module!r} on the Python path or in the working directory "
+                          f"{os.getcwd()}; add its folder to PYTHONPATH") from None
+    except Exception as error:  # the module's own code failed: its message, in one line
+        raise ConfigError(f"gym:{name}: importing module {module!r} failed: {one_line(error)}") from None
+    _REGISTERED.setdefault(module, set()).update(set(gymnasium.envs.registry) - before)
+    if env_id not in gymnasium.envs.registry:
+        own = sorted(_REGISTERED[module] | {key for key, spec in gymnasium.envs.registry.items()
+                                             if _registered_by(spec, module)})
+        registered = f"it registers {', '.join(own)}" if own else "it registers no gymnasium id"
+        raise ConfigError(f"gym:{name}: module {module!r} did not register {env_id!r} ({registered}); "
+                          f"call gymnasium.register(id={env_id!r}, entry_point=...) in it")
+    return env_id
+
+
+_REGISTERED: dict[str, set[str]] = {}
+"""The gymnasium ids each module imported by `import_gym_module` registered when it was imported."""
+
+
+def _import_module(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        here = os.getcwd()
+        on_path = {os.path.abspath(entry or os.curdir) for entry in sys.path}
+        if here in on_path or error.name is None or not (module == error.name or module.startswith(error.name + ".")):
+            raise
+        sys.path.append(here)
+        importlib.import_module(module)
+
+
+def _registered_by(spec: gymnasium.envs.registration.EnvSpec, module: str) -> bool:
+    entry = spec.entry_point
+    where = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return where == module or where.startswith(module + ".")
+
+
+def one_line(error: BaseException) -> str:
+    message = " ".join(str(error).split())[:300]
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def module_paths(task: str) -> list[str]:
+    """The folder an environment process needs on its path to import the module of ``gym:<module>:<id>`` (else [])."""
+    source, _, name = task.partition(":")
+    module, sep, _ = name.rpartition(":")
+    if source != "gym" or not sep or module not in sys.modules:
+        return []
+    path = getattr(sys.modules[module], "__file__", None)
+    if not path:
+        return []
+    root = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(path).startswith("__init__."):
+        root = os.path.dirname(root)
+    for _ in range(module.count(".")):
+        root = os.path.dirname(root)
+    return [root]

@@ -28,7 +28,7 @@ from planet_sac.agent import Agent
 from planet_sac.config import Config, ConfigError, apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.sac import SAC
-from planet_sac.models.precision import cpu_flags, cpu_vendor, resolve_precision
+from planet_sac.models.precision import bfloat16_crashes, cpu_flags, cpu_vendor, resolve_precision
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.learner import Learner
 
@@ -203,16 +203,17 @@ def policy_action_seconds(agent: Agent, name: str, envs: int, reps: int) -> floa
     return median_time(lambda: agent.policy(obs, state, phase)[0].numpy(), reps)
 
 
-def time_actions(config: Config, envs: tuple[int, ...], reps: int) -> dict:
-    """One CEM action per environment (float32 and bfloat16 rollouts, batched over `envs`) and one SAC action,
-    through the compiled policy with and without XLA, and where one float32 CEM action's time goes."""
+def time_actions(config: Config, envs: tuple[int, ...], reps: int, bfloat16: bool = True) -> dict:
+    """One CEM action per environment (float32 and, with `bfloat16`, bfloat16 rollouts, batched over `envs`) and
+    one SAC action, through the compiled policy with and without XLA, and where one float32 CEM action's time goes."""
     jit = config.policy.jit_compile
     other = not jit  # the other compile mode, timed at 1 environment to show what XLA is worth here
-    agents = {"float32": acting_agent(config, jit), "bfloat16": acting_agent(config, jit, "bfloat16"),
-              "other": acting_agent(config, other)}
+    agents = {"float32": acting_agent(config, jit), "other": acting_agent(config, other)}
+    if bfloat16:
+        agents["bfloat16"] = acting_agent(config, jit, "bfloat16")
     result: dict = {"policy_jit_compile": jit}
     model = agents["float32"].world_model
-    for precision, suffix in (("float32", ""), ("bfloat16", "_bfloat16")):
+    for precision, suffix in (("float32", ""), ("bfloat16", "_bfloat16"))[:2 if bfloat16 else 1]:
         result[f"cem_action{suffix}_s"], result[f"cem_gflops_per_s{suffix}"] = {}, {}
         for count in envs:
             seconds = policy_action_seconds(agents[precision], "cem", count, reps)
@@ -356,14 +357,18 @@ def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
     config = apply_overrides(Config(), list(shape.overrides))
     results: dict = {"size": size, "reps": reps, "machine": machine()}
     results["precision_auto"] = resolve_precision("auto", "image")  # what optim.precision: auto picks for pixels here
+    bfloat16 = not bfloat16_crashes()
+    if not bfloat16:  # ONEDNN_MAX_CPU_ISA hides the CPU's bfloat16 kernels from oneDNN: TensorFlow would crash
+        results["bfloat16_not_measured"] = f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA')}"
     matmul_size = config.model.hidden_size + config.model.deter_size  # the GRU's input width
     results["matmul_gflops_per_s"] = {dtype.name: matmul_rate(dtype, shape.matmul_rows, matmul_size, reps)
-                                      for dtype in (tf.float32, tf.bfloat16)}
+                                      for dtype in (tf.float32, tf.bfloat16)[:2 if bfloat16 else 1]}
     results["train_update_s"] = {f"{b}x{t}": time_update(config, b, t, reps) for b, t in shape.updates}
     results["train_update_profile_s"] = {f"{b}x{t}": profile_update(config, b, t, reps) for b, t in shape.updates[-1:]}
-    results["train_update_mixed_bfloat16_s"] = {f"{b}x{t}": time_update(config, b, t, reps, "mixed_bfloat16")
-                                                for b, t in shape.updates}
-    results.update(time_actions(config, shape.envs, reps))
+    if bfloat16:
+        results["train_update_mixed_bfloat16_s"] = {f"{b}x{t}": time_update(config, b, t, reps, "mixed_bfloat16")
+                                                    for b, t in shape.updates}
+    results.update(time_actions(config, shape.envs, reps, bfloat16))
     results.update(time_export(config, reps))
     batch, length = shape.updates[-1]
     results.update(time_loader(shape.loader_episodes, shape.loader_length, batch, length))
@@ -380,8 +385,9 @@ def run(size: str = "full", reps: int = 3, peer: str | None = None) -> dict:
                                  for key, seconds in results["train_update_s"].items()}
         if "cem_action_s" in results["peer"]:
             results["peer_ratio"]["cem_action"] = results["peer"]["cem_action_s"] / results["cem_action_s"]["1"]
-            results["peer_ratio"]["cem_action_bfloat16"] = (results["peer"]["cem_action_s"]
-                                                            / results["cem_action_bfloat16_s"]["1"])
+            if bfloat16:
+                results["peer_ratio"]["cem_action_bfloat16"] = (results["peer"]["cem_action_s"]
+                                                                / results["cem_action_bfloat16_s"]["1"])
     return results
 
 
@@ -402,8 +408,9 @@ def table(results: dict) -> str:
         other = peer.get("train_update_s", {}).get(key)
         row(f"world-model update {key}", f"{seconds:.3f} s",
             f"mbrl-lib {other:.3f} s ({ratio[f'train_update_{key}']:.2f}x)" if other else "")
-        mixed = results["train_update_mixed_bfloat16_s"][key]
-        row("  ... mixed_bfloat16", f"{mixed:.3f} s", f"{seconds / mixed:.2f}x float32's speed")
+        mixed = results.get("train_update_mixed_bfloat16_s", {}).get(key)
+        if mixed:
+            row("  ... mixed_bfloat16", f"{mixed:.3f} s", f"{seconds / mixed:.2f}x float32's speed")
     if "precision_auto" in results:
         row("optim.precision auto picks", results["precision_auto"])
     for key, profile in results["train_update_profile_s"].items():
@@ -412,8 +419,10 @@ def table(results: dict) -> str:
             row(f"  update {key}: {label}", f"{profile[part]:.3f} s",
                 f"{100 * profile[part] / profile['total']:.0f}%")
     rates = results["matmul_gflops_per_s"]
+    if "bfloat16_not_measured" in results:
+        row("bfloat16", "not measured", f"{results['bfloat16_not_measured']} hides its kernels (TensorFlow crashes)")
     for suffix, dtype in (("", "float32"), ("_bfloat16", "bfloat16")):
-        for envs, seconds in results[f"cem_action{suffix}_s"].items():
+        for envs, seconds in results.get(f"cem_action{suffix}_s", {}).items():
             other = peer.get("cem_action_s") if envs == "1" else None
             peer_text = f"mbrl-lib {other:.3f} s ({other / seconds:.2f}x)" if other else ""
             row(f"CEM action ({dtype}), {envs} env(s), per env", f"{seconds:.3f} s", peer_text)

@@ -9,9 +9,11 @@ from planet_sac.config import CEMConfig, SACConfig
 from planet_sac.control import cem
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
+from tests.conftest import needs_bfloat16_kernels
 from tests.test_planet_fidelity import tiny_state_model
 
 
+@needs_bfloat16_kernels
 def test_bfloat16_rollouts_rank_like_float32():
     """Same candidates (same random stream), rollouts in bfloat16: the plan stays close to float32's."""
     model = tiny_state_model()

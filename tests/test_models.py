@@ -7,6 +7,7 @@ import tensorflow as tf
 from planet_sac.checkpoints import variable_name
 from planet_sac.config import ModelConfig
 from planet_sac.models.world_model import WorldModel
+from tests.conftest import needs_bfloat16_kernels
 from tests.numpy_reference import gaussian_kl, img_step, observe
 
 
@@ -161,6 +162,7 @@ def test_transposed_conv_from_1x1_equals_tensorflows_op():
     np.testing.assert_allclose(layer(x).numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@needs_bfloat16_kernels
 def test_mixed_bfloat16_computes_convolutions_in_bfloat16_and_keeps_float32_weights_and_loss():
     """Same weights (same seed), same batch and noise: the loss agrees to bfloat16's precision, not bitwise."""
     config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4, reward_units=8)
@@ -215,6 +217,7 @@ def test_obs_std_sets_the_decoders_gaussian_in_the_loss():
     assert ModelConfig().obs_std == 1.0  # PlaNet's unit variance by default
 
 
+@needs_bfloat16_kernels
 def test_mixed_bfloat16_runs_the_state_encoder_decoder_and_reward_head_in_bfloat16():
     """States: the MLPs compute in bfloat16 (numpy reference with bfloat16-rounded inputs), outputs and loss stay float32."""
     config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, mlp_units=16, reward_units=8)

@@ -10,8 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from planet_sac.config import ConfigError
-from planet_sac.config import EnvConfig
+from planet_sac.config import ConfigError, EnvConfig
 from planet_sac.envs import LocalEnvs, ParallelEnvs, environment_seed, make_env, make_envs
 
 TASK = dict(task="gym:Pendulum-v1", obs="state", action_repeat=2, image_size=64)

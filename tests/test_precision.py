@@ -30,6 +30,12 @@ INTEL_BF16_CPUINFO = ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: 
 AVX2_CPUINFO = "processor\t: 0\nmodel name\t: AMD EPYC 7B12\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n"
 
 
+@pytest.fixture(autouse=True)
+def no_isa_cap(monkeypatch):
+    """The decisions below are about the fake CPUs only: this process's ONEDNN_MAX_CPU_ISA is set per test."""
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+
+
 def test_cpu_vendor_is_read_from_the_first_processor():
     assert cpu_vendor(BF16_CPUINFO) == "AuthenticAMD"
     assert cpu_vendor(INTEL_BF16_CPUINFO) == "GenuineIntel"
@@ -93,3 +99,44 @@ def test_config_defaults_to_auto_and_rejects_unknown_precisions():
         assert apply_overrides(config, [f"optim.precision={value}"]).optim.precision == value
     with pytest.raises(ConfigError, match="optim.precision"):
         apply_overrides(config, ["optim.precision=bfloat16"])
+
+
+@pytest.mark.parametrize("value, expected", [("AVX2", "AVX2"), ("avx2", "AVX2"), (" avx512_core_bf16 ", "AVX512_CORE_BF16"),
+                                             ("AVX10_1_512_AMX", "AVX512_CORE_AMX"), ("ALL", None), ("", None),
+                                             ("AVX3000", None)])
+def test_the_onednn_isa_cap_is_read_as_onednn_reads_it(value, expected):
+    assert precision.onednn_isa_cap({"ONEDNN_MAX_CPU_ISA": value}) == expected
+    assert precision.onednn_isa_cap({}) is None
+
+
+@pytest.mark.parametrize("cap, hidden", [(None, set()), ("AVX2", {"avx512_bf16", "amx_bf16"}),
+                                         ("AVX512_CORE_VNNI", {"avx512_bf16", "amx_bf16"}),
+                                         ("AVX512_CORE_BF16", {"amx_bf16"}), ("AVX512_CORE_FP16", {"amx_bf16"}),
+                                         ("AVX512_CORE_AMX", set())])
+def test_a_cap_hides_the_bfloat16_flags_above_it(cap, hidden):
+    flags = {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
+    assert precision.usable_flags(flags, cap) == flags - hidden
+
+
+def test_auto_under_an_avx2_cap_keeps_float32_as_on_an_avx2_cpu(monkeypatch, caplog):
+    """`ONEDNN_MAX_CPU_ISA=AVX2` stands in for an AVX2-only CPU: auto must choose what it chooses there."""
+    monkeypatch.setattr(precision, "_logged", set())
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    with caplog.at_level(logging.INFO, logger=precision.__name__):
+        assert resolve_precision("auto", "image", BF16_CPUINFO, gpu=False) == "float32"
+        assert resolve_precision("auto", "image", AMX_CPUINFO, gpu=False) == "float32"
+    assert "ONEDNN_MAX_CPU_ISA=AVX2 hides" in caplog.text
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert resolve_precision("auto", "image", AMX_CPUINFO, gpu=False) == "mixed_bfloat16"
+
+
+def test_explicit_bfloat16_under_a_cap_that_hides_its_kernels_is_one_line(monkeypatch):
+    """TensorFlow would pick oneDNN's bfloat16 kernels (the CPU has them) that the cap hides: a segfault."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    with pytest.raises(ConfigError, match="ONEDNN_MAX_CPU_ISA=AVX2") as raised:
+        resolve_precision("mixed_bfloat16", "image", BF16_CPUINFO, gpu=False)
+    assert "\n" not in str(raised.value)
+    assert resolve_precision("mixed_bfloat16", "image", AVX2_CPUINFO, gpu=False) == "mixed_bfloat16"  # emulated
+    assert precision.bfloat16_crashes(BF16_CPUINFO) and not precision.bfloat16_crashes(AVX2_CPUINFO)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert not precision.bfloat16_crashes(BF16_CPUINFO)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import difflib
+import importlib.resources
 import math
 import re
 import reprlib
 import types
 import typing
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, cast
 
@@ -436,6 +438,66 @@ def diff(a: Config, b: Config) -> list[str]:
     """The dotted keys whose values differ between two configs."""
     flat_a, flat_b = _flatten(a.to_dict()), _flatten(b.to_dict())
     return [key for key in flat_a if flat_a[key] != flat_b.get(key)]
+
+
+# ----------------------------------------------------------------------------- shipped configs
+# configs/ is at the top of the repository, where checkout users and the docs name its files
+# (`--config configs/pendulum.yaml`); the wheel carries the same files as planet_sac/configs/*.yaml
+# (pyproject.toml maps the folder into the package). Both are found from the planet_sac package
+# that is imported, never from another installation or checkout on the path.
+
+SHIPPED_SUFFIX = ".yaml"
+
+
+def shipped_config_dir() -> Traversable | None:
+    """The folder of the configs that ship with planet-sac, or None if this installation has none.
+
+    `planet_sac/configs` of an installed wheel (through importlib.resources); else the `configs/`
+    folder of the source checkout the package was imported from (a checkout on the path, or an
+    editable install): the folder beside `planet_sac/` when a `pyproject.toml` is there too, so a
+    stray `configs/` folder in site-packages is never taken for ours.
+    """
+    package = importlib.resources.files("planet_sac")
+    installed = package.joinpath("configs")
+    if installed.is_dir():
+        return installed
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "configs").is_dir():
+        return root / "configs"
+    return None
+
+
+def shipped_configs() -> dict[str, Traversable]:
+    """{name: file} of every shipped `*.yaml` config, sorted by name; the name is the file name without `.yaml`.
+
+    Empty if this installation has no shipped configs (see `shipped_config_dir`).
+    """
+    folder = shipped_config_dir()
+    if folder is None:
+        return {}
+    files = {entry.name.removesuffix(SHIPPED_SUFFIX): entry for entry in folder.iterdir()
+             if entry.name.endswith(SHIPPED_SUFFIX) and not entry.name.startswith(".") and entry.is_file()}
+    return dict(sorted(files.items()))
+
+
+def config_description(text: str, limit: int = 120) -> str:
+    """A config file's one-line description: the first sentence of its opening comment, at most `limit` characters.
+
+    The opening comment is the `#` lines before the first key, blank line or empty `#` line; a sentence ends
+    at `.`, `!` or `?` before a space. Longer sentences are cut at a word and end in `...`; '' without a comment.
+    """
+    lines = []
+    for line in text.lstrip("\ufeff").splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("#") or not stripped.lstrip("#").strip():
+            break
+        lines.append(stripped.lstrip("#").strip())
+    comment = " ".join(lines)
+    match = re.match(r"(.+?[.!?])(?=\s|$)", comment)
+    sentence = match.group(1) if match else comment
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
 
 
 # ----------------------------------------------------------------------------- helpers

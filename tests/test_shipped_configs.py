@@ -1,13 +1,22 @@
-"""The configs in configs/ ship with the package: `--config NAME` finds one wherever planet-sac is installed and
-`planet-sac configs` lists them (issue #43).
+"""The configs in configs/ ship with the package: `--config NAME` finds one wherever planet-sac is installed,
+`planet-sac configs` lists them, and a wheel built from the checkout carries them (issue #43).
 
 Expected values come from the files in configs/ (globbed and read here), never from the code under test.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
 import tomllib
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -154,3 +163,124 @@ def test_pyproject_ships_every_package_and_the_configs():
     assert sorted(setuptools["packages"]) == sorted(packages | {"planet_sac.configs"})
     assert setuptools["package-dir"] == {"planet_sac.configs": "configs"}
     assert setuptools["package-data"] == {"planet_sac.configs": ["*.yaml"]}
+
+
+# ----------------------------------------------------------------------------- installed outside the checkout
+
+
+def uv() -> str:
+    """The uv beside this interpreter (`make install` puts it there) or on PATH; skips the test without one."""
+    found = Path(sys.executable).with_name("uv")
+    command = str(found) if found.exists() else shutil.which("uv")
+    if command is None:
+        pytest.skip("needs uv (make install puts it in .venv/bin) to build and install without downloading")
+    return command
+
+
+@contextmanager
+def building_in_checkout(tmp_path_factory):
+    """Held while a build writes into the checkout (setuptools' planet_sac.egg-info): one build at a time across
+    pytest-xdist workers, which share the parent of their base temporary directories."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    with open(root / "checkout-build.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def fresh_venv(path: Path) -> Path:
+    """A new virtual environment at `path` that sees this interpreter's site-packages (TensorFlow and the other
+    dependencies, never downloaded again) after its own, through a .pth file; its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    python = path / "bin" / "python"
+    own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))  # this venv's, in order
+    (Path(own) / "dependencies_of_the_test_venv.pth").write_text("".join(f"{folder}\n" for folder in ours))
+    return python
+
+
+def run_elsewhere(command: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`command` in `cwd`, outside the checkout, without PYTHONPATH (nothing of the checkout on the path)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def uv_run(*args: str) -> None:
+    """`uv ARGS` offline (the build's setuptools from uv's cache, as `make install` left it), online if that fails."""
+    for offline in (["--offline"], []):
+        result = subprocess.run([uv(), *args, *offline], capture_output=True, text=True, timeout=300)
+        if result.returncode == 0:
+            return
+    raise AssertionError(f"uv {' '.join(args)} failed:\n{result.stderr}")
+
+
+TINY = ["env.time_limit=10", "data.chunk_length=5", "data.batch_size=2", "data.seed_episodes=1", "data.test_seed_episodes=1",
+        "model.deter_size=8", "model.stoch_size=2", "model.hidden_size=8", "model.mlp_units=8", "model.reward_units=8",
+        "sac.updates_per_step=0", "sac.catchup_rounds=0", "schedule.train_steps=2", "schedule.log_every=1",
+        "schedule.test_episodes=0", "policy.jit_compile=false"]
+"""`--set`s that shrink configs/pendulum.yaml to 2 updates of a tiny model on one 10-step seed episode, no test phase
+and no SAC update (seconds, most of them TensorFlow's import)."""
+
+
+@pytest.mark.slow
+def test_a_wheel_installed_outside_the_checkout_trains_a_shipped_config_by_name(tmp_path, tmp_path_factory):
+    """`pip install planet-sac` from a wheel: `planet-sac configs` and `planet-sac train --config pendulum` work in a
+    folder without configs/, from the installed package (not the checkout)."""
+    dist = tmp_path / "dist"
+    with building_in_checkout(tmp_path_factory):
+        uv_run("build", "--quiet", "--out-dir", str(dist), str(ROOT))  # an sdist, then the wheel from the sdist
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:  # configs/ as files (no symlink), where the sdist's wheel build finds them
+        shipped = sorted(Path(member.name).stem for member in archive.getmembers()
+                         if member.isfile() and Path(member.name).parent.name == "configs" and member.name.endswith(".yaml"))
+    assert shipped == SHIPPED
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        files = set(archive.namelist())
+    assert sorted(name for name in files if name.startswith("planet_sac/configs/")) == \
+        [f"planet_sac/configs/{name}.yaml" for name in SHIPPED]
+    sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / "planet_sac").rglob("*.py")}
+    assert sources <= files, sorted(sources - files)
+
+    python = fresh_venv(tmp_path / "venv")
+    uv_run("pip", "install", "--quiet", "--no-deps", "--python", str(python), str(wheel))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    site = run_elsewhere([str(python), "-c", "import planet_sac; print(planet_sac.__file__)"], elsewhere).stdout.strip()
+    assert Path(site).is_relative_to(tmp_path / "venv"), site
+
+    command = str(python.with_name("planet-sac"))
+    listing = run_elsewhere([command, "configs"], elsewhere).stdout.splitlines()
+    assert listing[0].startswith(f"{len(SHIPPED)} shipped configs in {Path(site).parent / 'configs'} ")
+    assert [row.split()[0] for row in listing[1:]] == SHIPPED
+
+    run_elsewhere([command, "train", "--config", "pendulum", "--logdir", "run", "--quiet",
+                   *[item for setting in TINY for item in ("--set", setting)]], elsewhere)
+    saved = yaml.safe_load((elsewhere / "run" / "config.yaml").read_text())
+    expected = load_config(CONFIGS / "pendulum.yaml", TINY).to_dict()
+    assert saved == expected  # configs/pendulum.yaml's task, elu and obs_std 0.1, with the --set values
+    records = [json.loads(line) for line in (elsewhere / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in records] == [1, 2]
+
+
+@pytest.mark.slow
+def test_an_editable_install_finds_the_checkouts_configs(tmp_path, tmp_path_factory):
+    """`pip install -e CHECKOUT` (as `make install`): the names work from any folder, read from the checkout's configs/."""
+    python = fresh_venv(tmp_path / "venv")
+    with building_in_checkout(tmp_path_factory):
+        uv_run("pip", "install", "--quiet", "--no-deps", "--python", str(python), "--editable", str(ROOT))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    found = run_elsewhere([str(python), "-c", "import planet_sac, planet_sac.config as c; print(planet_sac.__file__); "
+                           "print(c.find_config_file('pendulum'))"], elsewhere).stdout.split()
+    assert found == [str(ROOT / "planet_sac" / "__init__.py"), str(CONFIGS / "pendulum.yaml")]
+    listing = run_elsewhere([str(python.with_name("planet-sac")), "configs"], elsewhere).stdout.splitlines()
+    assert listing[0].startswith(f"{len(SHIPPED)} shipped configs in {CONFIGS} ")
+    assert [row.split()[0] for row in listing[1:]] == SHIPPED

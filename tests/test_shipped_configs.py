@@ -235,6 +235,9 @@ def test_a_wheel_installed_outside_the_checkout_trains_a_shipped_config_by_name(
     folder without configs/, from the installed package (not the checkout)."""
     dist = tmp_path / "dist"
     with building_in_checkout(tmp_path_factory):
+        # As from a fresh clone: setuptools adds the files an earlier build's SOURCES.txt lists to the sdist, and
+        # include-package-data then ships them, which hid a package or package-data missing from pyproject.toml.
+        shutil.rmtree(ROOT / "planet_sac.egg-info", ignore_errors=True)
         uv_run("build", "--quiet", "--out-dir", str(dist), str(ROOT))  # an sdist, then the wheel from the sdist
     (sdist,) = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:  # configs/ as files (no symlink), where the sdist's wheel build finds them

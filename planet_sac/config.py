@@ -373,7 +373,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     source = "defaults"
     if path is not None:
         file = find_config_file(path)
-        source = str(path) if file == Path(path) else str(file)
+        source = str(path) if str(path) and file == Path(path) else str(file)  # "" is the folder "."
         data = _read_yaml(file, source)
     config = from_dict(data, source=source)
     return apply_overrides(config, overrides or [])

@@ -89,6 +89,8 @@ def test_a_name_is_never_joined_to_the_configs_folder_as_a_path(tmp_path, monkey
     for name in ("", ".yaml", "configs", "../configs/pendulum", "PENDULUM"):
         with pytest.raises(ConfigError):
             load_config(name)
+    with pytest.raises(ConfigError, match=r"^config file \. is a directory"):  # as before names were looked up
+        load_config("")
 
 
 def test_train_takes_a_name(tmp_path, monkeypatch, capsys):

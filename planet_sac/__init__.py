@@ -2,7 +2,7 @@
 
 The public API, importable from the package root:
 
-    load_config(path, overrides)   typed, validated config (configs/*.yaml + "section.key=value")
+    load_config(path, overrides)   typed, validated config (a YAML file or shipped name such as "pendulum" + "section.key=value")
     make_env(task, obs, ...)       gym:<id> or dmc:<domain>-<task> with dict observations (or make_env(config.env))
     make_envs(config.env, seed=)   env.num_envs of them as one batch, stepped together in parallel processes
     train(config, logdir, ...)     train or resume a run; offline_data= trains from episodes only

@@ -1,4 +1,8 @@
-"""The `planet-sac` command line: train, collect, evaluate, export, bench, suite, plot, variables, config-reference.
+"""The `planet-sac` command line: train, collect, evaluate, export, bench, suite, plot, variables, configs,
+config-reference.
+
+`--config` (train, suite) takes a YAML file's path or a shipped config's name (`pendulum`);
+`planet-sac configs` lists the names (planet_sac.config.find_config_file has the rule).
 
 `train`, `collect` and `evaluate` take `--set section.key=value` overrides (repeatable),
 checked against the config before anything is written. Errors in the user's input or
@@ -35,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", parents=[output], help="train a world model and agent, or resume a run in --logdir")
     train.add_argument("--logdir", required=True, help="run directory; an existing one is resumed")
-    train.add_argument("--config", help="YAML config (configs/*.yaml); a resumed run uses its saved config.yaml")
+    train.add_argument("--config", metavar="FILE|NAME",
+                       help="YAML config: a file, or a shipped config's name such as pendulum (planet-sac configs lists them); "
+                            "a resumed run uses its saved config.yaml")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. data.batch_size=16")
     train.add_argument("--train-steps", type=int, help="stop after this many gradient updates in total")
     train.add_argument("--offline-data", metavar="EPISODE_DIR",
@@ -95,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
 
     suite = commands.add_parser("suite", parents=[output],
                                 help="train and evaluate every task x seed one after another; publish Dreamer-format score files")
-    suite.add_argument("--config", required=True, help="YAML config shared by every run (the suite sets task, action repeat, seed)")
+    suite.add_argument("--config", required=True, metavar="FILE|NAME",
+                       help="YAML config shared by every run (the suite sets task, action repeat, seed): a file, or a shipped "
+                            "config's name such as dmc_vision_cpu (planet-sac configs lists them)")
     suite.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
                        help="env.task values (default: PlaNet's six dm_control tasks)")
     suite.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED", help="default: 0 1 2")
@@ -126,7 +134,13 @@ def _parser() -> argparse.ArgumentParser:
     variables = commands.add_parser("variables", parents=[output], help="list the variables (names and shapes) of a checkpoint")
     variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
 
-    reference = commands.add_parser("config-reference", parents=[output], help="print every config key as a Markdown table")
+    commands.add_parser("configs", parents=[output], help="list the shipped configs: the names --config takes, what each is, "
+                        "where they are", description="List the configs that ship with planet-sac: each name (what --config "
+                        "NAME takes), the first sentence of its comment, and the folder they are in.")
+    reference = commands.add_parser("config-reference", parents=[output], help="print every config key as a Markdown table",
+                                    description="Print every config key (type, default, allowed values, meaning) as Markdown "
+                                                "tables, as in docs/config.md. `planet-sac configs` lists the shipped config "
+                                                "files, which --config takes by name (--config pendulum).")
     reference.add_argument("--out", metavar="FILE.md", help="write to this file instead of printing (e.g. docs/config.md)")
     return parser
 
@@ -143,7 +157,7 @@ class _LogHandler(logging.Handler):
         tqdm.write(message, file=sys.stderr)
 
 
-_WITHOUT_TENSORFLOW = ("plot", "config-reference")
+_WITHOUT_TENSORFLOW = ("plot", "configs", "config-reference")
 
 
 def _configure_output(args: argparse.Namespace) -> None:
@@ -221,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output(args)
     user_errors, out_of_memory = _user_errors(args.command)
     commands = {"train": _train, "collect": _collect, "evaluate": _evaluate, "plot": _plot, "variables": _variables,
-                "config-reference": _config_reference, "bench": _bench, "export": _export, "suite": _suite}
+                "configs": _configs, "config-reference": _config_reference, "bench": _bench, "export": _export,
+                "suite": _suite}
     try:
         return commands[args.command](args)
     except user_errors as error:
@@ -479,6 +494,22 @@ def _plot_scores(args: argparse.Namespace, scores: list[str]) -> int:
     figure = plot_scores(scores, args.out, args.baselines, bin_size=args.bin, budget=args.budget)
     plt.close(figure)
     print(f"wrote {args.out}")
+    return 0
+
+
+def _configs(args: argparse.Namespace) -> int:
+    """Prints the shipped configs, one a line: name and description, under a line saying where they are."""
+    from planet_sac.config import config_description, shipped_config_dir, shipped_configs
+
+    found = shipped_configs()
+    if not found:
+        raise SetupError("this installation of planet-sac has no shipped configs (no planet_sac/configs folder, no "
+                         "checkout's configs/); reinstall it, or pass --config the path of a YAML file")
+    print(f"{len(found)} shipped configs in {shipped_config_dir()} (--config NAME, or the path of any YAML file):")
+    width = max(map(len, found))
+    for name, file in found.items():
+        description = config_description(file.read_text(encoding="utf-8")) or "(no description)"
+        print(f"  {name:<{width}}  {description}")
     return 0
 
 

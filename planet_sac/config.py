@@ -4,7 +4,9 @@ A config is a tree of dataclasses whose defaults are PlaNet's published settings
 YAML files in `configs/` override some of them; `--set section.key=value` overrides
 on the command line override the file. Every key and every value is checked: an
 unknown key or a wrong type is an error naming the key and what is allowed, because a
-silently ignored typo wastes a day of training.
+silently ignored typo wastes a day of training. The files in `configs/` ship with the
+package (`planet_sac/configs` in a wheel): `--config pendulum` names one wherever
+planet-sac is installed (`find_config_file`).
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import difflib
+import importlib.resources
 import math
+import os
 import re
 import reprlib
 import types
 import typing
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, cast
 
@@ -358,11 +363,19 @@ class Config:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Defaults, then the YAML file at `path`, then `section.key=value` overrides."""
+    """Defaults, then the YAML file `path` names, then `section.key=value` overrides.
+
+    `path` is a file's path or a shipped config's name (`pendulum`, `pendulum.yaml`), found by
+    `find_config_file`; errors name the file as given (a shipped one by where it was read).
+    Raises ConfigError (one line) for a missing or unreadable file, bad YAML, unknown keys or bad values.
+    """
     data: dict[str, Any] = {}
+    source = "defaults"
     if path is not None:
-        data = _read_yaml(Path(path))
-    config = from_dict(data, source=str(path) if path else "defaults")
+        file = find_config_file(path)
+        source = str(path) if str(path) and file == Path(path) else str(file)  # "" is the folder "."
+        data = _read_yaml(file, source)
+    config = from_dict(data, source=source)
     return apply_overrides(config, overrides or [])
 
 
@@ -438,20 +451,126 @@ def diff(a: Config, b: Config) -> list[str]:
     return [key for key in flat_a if flat_a[key] != flat_b.get(key)]
 
 
+# ----------------------------------------------------------------------------- shipped configs
+# configs/ is at the top of the repository, where checkout users and the docs name its files
+# (`--config configs/pendulum.yaml`); the wheel carries the same files as planet_sac/configs/*.yaml
+# (pyproject.toml maps the folder into the package). Both are found from the planet_sac package
+# that is imported, never from another installation or checkout on the path.
+
+SHIPPED_SUFFIX = ".yaml"
+
+
+def shipped_config_dir() -> Traversable | None:
+    """The folder of the configs that ship with planet-sac, or None if this installation has none.
+
+    `planet_sac/configs` of an installed wheel (through importlib.resources); else the `configs/`
+    folder of the source checkout the package was imported from (a checkout on the path, or an
+    editable install): the folder beside `planet_sac/` when a `pyproject.toml` is there too, so a
+    stray `configs/` folder in site-packages is never taken for ours.
+    """
+    package = importlib.resources.files("planet_sac")
+    installed = package.joinpath("configs")
+    if installed.is_dir():
+        return installed
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "configs").is_dir():
+        return root / "configs"
+    return None
+
+
+def shipped_configs() -> dict[str, Traversable]:
+    """{name: file} of every shipped `*.yaml` config, sorted by name; the name is the file name without `.yaml`.
+
+    Empty if this installation has no shipped configs (see `shipped_config_dir`).
+    """
+    folder = shipped_config_dir()
+    if folder is None:
+        return {}
+    files = {entry.name.removesuffix(SHIPPED_SUFFIX): entry for entry in folder.iterdir()
+             if entry.name.endswith(SHIPPED_SUFFIX) and not entry.name.startswith(".") and entry.is_file()}
+    return dict(sorted(files.items()))
+
+
+def shipped_config(name: str) -> Traversable | None:
+    """The shipped config called `name` (`pendulum` or `pendulum.yaml`), None if there is none.
+
+    Only the names `shipped_configs` lists match: a name is never joined to the folder as a path.
+    """
+    return shipped_configs().get(name.removesuffix(SHIPPED_SUFFIX))
+
+
+def find_config_file(path: str | Path) -> Path | Traversable:
+    """The file a `--config` value names, by one rule.
+
+    1. `path` is an existing file: that file (a path always wins over a shipped name).
+    2. `path` is a bare name (no path separator) of a shipped config, with or without `.yaml`: the shipped
+       file (`configs/NAME.yaml` of a checkout, `planet_sac/configs/NAME.yaml` of an installed wheel).
+    3. `path` exists but is no file (a folder): `Path(path)`, for the reader to say what it is.
+    Otherwise raises ConfigError, one line naming `path`: for a bare name, with the shipped names; for a path
+    whose file name is a shipped config's (`configs/pendulum.yaml` outside a checkout), with that name.
+    """
+    given = Path(path)
+    if _probe(given.is_file):
+        return given
+    text = str(path)
+    bare = not any(separator in text for separator in {"/", os.sep, os.altsep or "/"})
+    if bare:
+        shipped = shipped_config(text)
+        if shipped is not None:
+            return shipped
+    if _probe(given.exists):
+        return given
+    if bare:
+        names = _cut(", ".join(shipped_configs()) or "none in this installation", 160)
+        raise ConfigError(f"config file {path} does not exist and no shipped config is named {path} (shipped: {names})")
+    if shipped_config(given.name) is not None:  # `configs/pendulum.yaml` of the docs, outside a checkout
+        raise ConfigError(f"config file {path} does not exist; --config {given.name.removesuffix(SHIPPED_SUFFIX)} "
+                          "names the shipped config of that name")
+    raise ConfigError(f"config file {path} does not exist (`planet-sac configs` lists the shipped configs, which "
+                      "--config takes by name)")
+
+
+def config_description(text: str, limit: int = 120) -> str:
+    """A config file's one-line description: the first sentence of its opening comment, at most `limit` characters.
+
+    The opening comment is the `#` lines before the first key, blank line or empty `#` line; a sentence ends
+    at `.`, `!` or `?` before a space. Longer sentences are cut at a word and end in `...`; '' without a comment.
+    """
+    lines = []
+    for line in text.lstrip("\ufeff").splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("#") or not stripped.lstrip("#").strip():
+            break
+        lines.append(stripped.lstrip("#").strip())
+    comment = " ".join(lines)
+    match = re.match(r"(.+?[.!?])(?=\s|$)", comment)
+    sentence = match.group(1) if match else comment
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+
+
+def _probe(check: Callable[[], bool]) -> bool:
+    """`check()` (a Path's exists or is_file), False where the OS refuses the question (a name too long)."""
+    try:
+        return check()
+    except OSError:
+        return False
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    """A user's config file as a mapping; anything else (missing, a folder, unreadable, not UTF-8 YAML) is one line."""
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist (the shipped configs are in configs/*.yaml)")
+def _read_yaml(path: Path | Traversable, source: str) -> dict[str, Any]:
+    """A config file (found by `find_config_file`) as a mapping; a folder, an unreadable file or anything but
+    UTF-8 YAML is one ConfigError line naming `source`."""
     if path.is_dir():
-        raise ConfigError(f"config file {path} is a directory; pass a YAML file such as configs/smoke.yaml")
+        raise ConfigError(f"config file {source} is a directory; pass a YAML file, or a shipped config's name such as smoke")
     try:
         raw = path.read_bytes()
     except OSError as error:
-        raise ConfigError(f"config file {path} cannot be read ({_reason(error)})") from None
-    return _parse_mapping(raw, str(path))
+        raise ConfigError(f"config file {source} cannot be read ({_reason(error)})") from None
+    return _parse_mapping(raw, source)
 
 
 def _parse_mapping(raw: bytes, source: str) -> dict[str, Any]:
@@ -707,7 +826,8 @@ def config_reference() -> str:
         "Generated from `planet_sac/config.py` by `planet-sac config-reference --out docs/config.md`; "
         "do not edit by hand (a test compares this file with the code).",
         "",
-        "Set keys in a YAML file (`--config`, see `configs/default.yaml`) or on the command line with "
+        "Set keys in a YAML file (`--config FILE`, see `configs/default.yaml`; `--config NAME` takes a shipped "
+        "config by name, and `planet-sac configs` lists them) or on the command line with "
         "`--set section.key=value`. Unknown keys, wrong types and values outside the allowed range are "
         "rejected with a one-line error.",
         "",

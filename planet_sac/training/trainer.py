@@ -793,7 +793,7 @@ def train(config: Config | str, logdir: str, offline_data: str | None = None, re
           progress: bool = True, force: bool = False) -> dict:
     """Trains (or resumes) a run in `logdir` and returns the last logged metrics.
 
-    `config` is a Config or a path to a YAML config. With `offline_data`, the world
+    `config` is a Config, or a YAML config's path or shipped name (as `load_config` takes). With `offline_data`, the world
     model trains from that episode directory only: nothing is collected and there are no test phases (the
     task's environment is built once for its observation and action shapes, and closed).
     """

@@ -163,27 +163,3 @@ def test_a_pixel_run_with_two_environment_processes_resumes_exactly(tmp_path):
     assert _checkpoint_step(resumed) < 12
     subprocess.run(command(resumed, 12, settings), cwd=ROOT, check=True, capture_output=True)
     assert_same_run(tmp_path / "never", tmp_path / "resumed")
-
-
-@pytest.mark.slow
-def test_a_suite_killed_and_run_again_gives_the_same_scores(tmp_path):
-    """`planet-sac suite` on Pendulum, SIGKILLed once during its run, then run again: the score record equals that of
-    a suite never stopped."""
-    from planet_sac.plotting import read_scores
-
-    def suite(out: Path) -> list[str]:
-        sets = [arg for setting in SETTINGS if not setting.startswith("schedule.") for arg in ("--set", setting)]
-        return [sys.executable, "-m", "planet_sac", "suite", "--config", str(SMOKE), "--tasks", "gym:Pendulum-v1",
-                "--action-repeat", "gym:Pendulum-v1=2", "--seeds", "0", "--env-steps", "100", "--out", str(out),
-                "--eval-episodes", "1", "--compare-episodes", "0", "--quiet", *sets]
-
-    subprocess.run(suite(tmp_path / "never"), cwd=ROOT, check=True, capture_output=True)
-    process = subprocess.Popen(suite(tmp_path / "killed"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_for(tmp_path / "killed" / "runs" / "gym_Pendulum-v1" / "seed0" / "checkpoints" / "checkpoint", process)
-    time.sleep(random.Random("suite").uniform(0.5, 2.0))
-    process.kill()
-    process.wait(timeout=60)
-    subprocess.run(suite(tmp_path / "killed"), cwd=ROOT, check=True, capture_output=True)
-    paths = [next((tmp_path / name / "scores").glob("*.json.gz")) for name in ("never", "killed")]
-    never, killed = (read_scores(str(path)) for path in paths)
-    assert len(never) == 1 and len(never[0]["xs"]) >= 2 and killed == never

@@ -20,6 +20,7 @@ import pytest
 
 from planet_sac import suite
 from planet_sac.config import ConfigError, load_config
+from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -209,7 +210,8 @@ def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_v
     `planet-sac suite` (a process of its own) finishes seed 0 and is killed (SIGKILL) during seed 1, after its first
     checkpoint; the same suite then skips seed 0 and resumes seed 1 from that checkpoint (no update repeated); both
     give Dreamer-format score records, results folders and result.json; run again, it skips both and rewrites
-    nothing; a run whose directory is gone and that never finished starts again from scratch."""
+    nothing; a run whose directory is gone and that never finished starts again from scratch, and this never-stopped
+    run of seed 1 gives the score record and metrics of the killed and resumed one (exact resume, issue #44)."""
     out = tmp_path / "out"
     killed = out / "runs" / "gym_Pendulum-v1" / "seed1"
     # 2 seed episodes of 50 agent steps x 2 = 200 env steps, then an episode every 10 updates: 400 env steps
@@ -283,6 +285,8 @@ def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_v
     assert {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()} == before
 
     # A run whose directory is gone and that never finished (a new machine) starts again from scratch.
+    resumed = records_without_wall_clock(killed)
+    resumed_returns = json.loads((out / "results" / "gym_Pendulum-v1" / "seed1" / "result.json").read_text())
     shutil.rmtree(out / "runs" / "gym_Pendulum-v1" / "seed1")
     (out / "results" / "gym_Pendulum-v1" / "seed1" / "result.json").unlink()
     summaries = suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT,
@@ -294,9 +298,11 @@ def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_v
     records = _records(scores)
     assert [(r["task"], r["seed"]) for r in records] == [("gym_Pendulum-v1", 0), ("gym_Pendulum-v1", 1)]  # replaced
     assert records[0] == expected[0]
-    assert records[1]["xs"] == [300, 400] and records[1]["ys"] == _test_points(metrics, "cem")[1]
+    assert records[1] == expected[1]  # the never-stopped run scores as the killed and resumed one
+    assert records_without_wall_clock(killed) == resumed
     result = json.loads((out / "results" / "gym_Pendulum-v1" / "seed1" / "result.json").read_text())
     assert set(result["evaluation"]) == {"cem"}
+    assert result["evaluation"]["cem"]["returns"] == resumed_returns["evaluation"]["cem"]["returns"][:1]
 
 
 def test_rendering_cost_of_an_image_task_is_measured():

@@ -51,22 +51,24 @@ class EnvConfig:
     num_envs: int = 1  # environments stepped in parallel processes while collecting (1: in this process, or its own restartable one for MuJoCo)
     shadow_size: int | None = None  # dm_control: MuJoCo shadow-map size (None = the model's 4096; 1024: same pixels, faster; docs/performance.md)
 
-    def validate(self) -> None:
-        _record("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.note("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
         if not (self.task.startswith("gym:") or self.task.startswith("dmc:")) or len(self.task) < 5:
             raise ConfigError(
                 f"env.task={_show(self.task)}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
             )
-        _positive("env.action_repeat", self.action_repeat)
-        _positive("env.num_envs", self.num_envs)
-        _positive("env.time_limit", self.time_limit)
-        _positive("env.image_size", self.image_size)
-        _record("env.image_size", "64 with env.obs=image")
+        checks.positive("env.action_repeat", self.action_repeat)
+        checks.positive("env.num_envs", self.num_envs)
+        checks.positive("env.time_limit", self.time_limit)
+        checks.positive("env.image_size", self.image_size)
+        checks.note("env.image_size", "64 with env.obs=image")
         if self.obs == "image" and self.image_size != 64:
             raise ConfigError(f"env.image_size={self.image_size}: image observations are 64x64 for PlaNet's conv "
                               "encoder and decoder; use env.image_size=64")
-        _positive("env.shadow_size", self.shadow_size)
-        _in_range("env.seed", self.seed, low=0, high=MAX_SEED)
+        checks.positive("env.shadow_size", self.shadow_size)
+        checks.in_range("env.seed", self.seed, low=0, high=MAX_SEED)
         if self.shadow_size is not None and not self.task.startswith("dmc:"):
             raise ConfigError(f"env.shadow_size={self.shadow_size}: applies to dm_control tasks only (env.task={self.task!r})")
 
@@ -83,14 +85,16 @@ class DataConfig:
     seed_episodes: int = 5  # random episodes collected before training starts
     test_seed_episodes: int = 5  # random episodes in test_episodes/, for the held-out model loss
 
-    def validate(self) -> None:
-        _positive("data.batch_size", self.batch_size)
-        _in_range("data.chunk_length", self.chunk_length, low=2)
-        _positive("data.every", self.every)
-        _positive("data.max_episodes", self.max_episodes)
-        _non_negative("data.wait_seconds", self.wait_seconds, allow_inf=True)
-        _non_negative("data.seed_episodes", self.seed_episodes)
-        _non_negative("data.test_seed_episodes", self.test_seed_episodes)
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.positive("data.batch_size", self.batch_size)
+        checks.in_range("data.chunk_length", self.chunk_length, low=2)
+        checks.positive("data.every", self.every)
+        checks.positive("data.max_episodes", self.max_episodes)
+        checks.non_negative("data.wait_seconds", self.wait_seconds, allow_inf=True)
+        checks.non_negative("data.seed_episodes", self.seed_episodes)
+        checks.non_negative("data.test_seed_episodes", self.test_seed_episodes)
 
 
 @dataclasses.dataclass
@@ -118,26 +122,28 @@ class ModelConfig:
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
     image_bits: int = 5  # bit depth images are quantised to before encoding (PlaNet: 5)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
-            _positive(f"model.{name}", getattr(self, name))
-        _positive("model.decoder_depth", self.decoder_depth)
-        _positive("model.min_stddev", self.min_stddev)
-        _positive("model.obs_std", self.obs_std)
+            checks.positive(f"model.{name}", getattr(self, name))
+        checks.positive("model.decoder_depth", self.decoder_depth)
+        checks.positive("model.min_stddev", self.min_stddev)
+        checks.positive("model.obs_std", self.obs_std)
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
-            _non_negative(f"model.{name}", getattr(self, name))
-        _non_negative("model.overshooting_distance", self.overshooting_distance)
-        _record("model.overshooting_distance", "> 0 only with model.overshooting_scale > 0")
+            checks.non_negative(f"model.{name}", getattr(self, name))
+        checks.non_negative("model.overshooting_distance", self.overshooting_distance)
+        checks.note("model.overshooting_distance", "> 0 only with model.overshooting_scale > 0")
         if self.overshooting_distance and not self.overshooting_scale:
             raise ConfigError(f"model.overshooting_distance={self.overshooting_distance} computes a latent overshooting "
                               "KL that model.overshooting_scale=0 leaves out of the loss; set model.overshooting_scale "
                               "above 0 or model.overshooting_distance=0")
-        _in_range("model.image_bits", self.image_bits, low=1, high=8)
-        _record("model.kl_balance", "in (0, 1) or `null`")
+        checks.in_range("model.image_bits", self.image_bits, low=1, high=8)
+        checks.note("model.kl_balance", "in (0, 1) or `null`")
         if self.kl_balance is not None and not 0.0 < self.kl_balance < 1.0:
             raise ConfigError(f"model.kl_balance={self.kl_balance}: must be in (0, 1) (DreamerV2: 0.8), or null for "
                               "PlaNet's KL, which trains prior and posterior alike")
-        _in_range("model.augment_shift", self.augment_shift, low=0, high=16)
+        checks.in_range("model.augment_shift", self.augment_shift, low=0, high=16)
 
 
 @dataclasses.dataclass
@@ -154,13 +160,15 @@ class OptimConfig:
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
     strategy: Literal["default", "mirrored", "multi_worker"] = "default"  # data parallelism: none, over local GPUs, or over the TF_CONFIG cluster
 
-    def validate(self) -> None:
-        _positive("optim.learning_rate", self.learning_rate)
-        _non_negative("optim.warmup_updates", self.warmup_updates)
-        _positive("optim.adam_epsilon", self.adam_epsilon)
-        _positive("optim.grad_clip", self.grad_clip, allow_inf=True)
-        _positive("optim.accumulate", self.accumulate)
-        _positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.positive("optim.learning_rate", self.learning_rate)
+        checks.non_negative("optim.warmup_updates", self.warmup_updates)
+        checks.positive("optim.adam_epsilon", self.adam_epsilon)
+        checks.positive("optim.grad_clip", self.grad_clip, allow_inf=True)
+        checks.positive("optim.accumulate", self.accumulate)
+        checks.positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
         if self.jit_compile and self.strategy != "default":
             raise ConfigError(f"optim.jit_compile=true works with optim.strategy=default only, not {self.strategy}; "
                               "set optim.jit_compile=false")
@@ -185,17 +193,19 @@ class CEMConfig:
     select: Literal["mean", "elite"] = "mean"  # action taken: first of the final mean (PlaNet) or of one final elite (TD-MPC)
     temperature: float = 0.5  # select=elite: the elite is drawn with probability ~ exp(temperature * score) (TD-MPC's 0.5)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("horizon", "candidates", "iterations", "top_k"):
-            _positive(f"cem.{name}", getattr(self, name))
-        _in_range("cem.top_k", self.top_k, high=self.candidates, high_name="cem.candidates")
-        _in_range("cem.discount", self.discount, low=0.0, high=1.0, low_open=True)
-        _non_negative("cem.exploration_noise", self.exploration_noise)
-        _in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
-        _non_negative("cem.value_weight", self.value_weight)
-        _positive("cem.temperature", self.temperature)
-        _non_negative("cem.actor_std", self.actor_std)
-        _record("cem.actor_mean", "needs cem.guide_fraction > 0")
+            checks.positive(f"cem.{name}", getattr(self, name))
+        checks.in_range("cem.top_k", self.top_k, high=self.candidates, high_name="cem.candidates")
+        checks.in_range("cem.discount", self.discount, low=0.0, high=1.0, low_open=True)
+        checks.non_negative("cem.exploration_noise", self.exploration_noise)
+        checks.in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
+        checks.non_negative("cem.value_weight", self.value_weight)
+        checks.positive("cem.temperature", self.temperature)
+        checks.non_negative("cem.actor_std", self.actor_std)
+        checks.note("cem.actor_mean", "needs cem.guide_fraction > 0")
         if self.actor_mean and self.guide_fraction == 0:
             raise ConfigError("cem.actor_mean=true starts the search at the actor's trajectories, which "
                               "cem.guide_fraction=0 never draws; set cem.guide_fraction above 0")
@@ -227,41 +237,43 @@ class SACConfig:
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("units", "layers", "batch_size"):
-            _positive(f"sac.{name}", getattr(self, name))
+            checks.positive(f"sac.{name}", getattr(self, name))
         for name in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
-            _positive(f"sac.{name}", getattr(self, name))
-        _record("sac.target_entropy", "a finite number or `null`")
+            checks.positive(f"sac.{name}", getattr(self, name))
+        checks.note("sac.target_entropy", "a finite number or `null`")
         if self.target_entropy is not None and not math.isfinite(self.target_entropy):
             raise ConfigError(f"sac.target_entropy={self.target_entropy}: must be a finite number (or null: -|A|)")
-        _non_negative("sac.updates_per_step", self.updates_per_step)
-        _positive("sac.n_step", self.n_step)
-        _non_negative("sac.burn_in", self.burn_in)
-        _non_negative("sac.imagination_horizon", self.imagination_horizon)
-        _record("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1")
+        checks.non_negative("sac.updates_per_step", self.updates_per_step)
+        checks.positive("sac.n_step", self.n_step)
+        checks.non_negative("sac.burn_in", self.burn_in)
+        checks.non_negative("sac.imagination_horizon", self.imagination_horizon)
+        checks.note("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1")
         if self.imagination_horizon and self.real_ratio == 1.0:
             raise ConfigError(f"sac.imagination_horizon={self.imagination_horizon} imagines rollouts that "
                               "sac.real_ratio=1.0 never uses (every SAC batch comes from real chunks); set "
                               "sac.real_ratio below 1 (e.g. 0.5) or sac.imagination_horizon=0")
-        _non_negative("sac.catchup_rounds", self.catchup_rounds)
-        _record("sac.catchup_rounds", "needs sac.updates_per_step > 0")
+        checks.non_negative("sac.catchup_rounds", self.catchup_rounds)
+        checks.note("sac.catchup_rounds", "needs sac.updates_per_step > 0")
         if self.catchup_rounds and not self.updates_per_step:
             raise ConfigError(f"sac.catchup_rounds={self.catchup_rounds} repeats sac.updates_per_step SAC updates per round, "
                               "which is 0; set sac.updates_per_step above 0")
-        _in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
-        _record("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
+        checks.in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
+        checks.note("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
         if self.real_ratio < 1.0 and self.imagination_horizon < self.n_step:
             raise ConfigError(
                 f"sac.real_ratio={self.real_ratio} mixes in imagined transitions, which need "
                 f"sac.imagination_horizon >= sac.n_step={self.n_step} (it is {self.imagination_horizon})"
             )
-        _in_range("sac.discount", self.discount, low=0.0, high=1.0)
-        _in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
-        _non_negative("sac.exploration_noise", self.exploration_noise)
-        _in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
-        _non_negative("sac.min_alpha", self.min_alpha)
-        _record("sac.min_alpha", "at most sac.init_alpha")
+        checks.in_range("sac.discount", self.discount, low=0.0, high=1.0)
+        checks.in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
+        checks.non_negative("sac.exploration_noise", self.exploration_noise)
+        checks.in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
+        checks.non_negative("sac.min_alpha", self.min_alpha)
+        checks.note("sac.min_alpha", "at most sac.init_alpha")
         if self.min_alpha > self.init_alpha:
             raise ConfigError(f"sac.min_alpha={self.min_alpha} is above sac.init_alpha={self.init_alpha}: the temperature "
                               "would start below its floor; lower sac.min_alpha or raise sac.init_alpha")
@@ -277,12 +289,14 @@ class PolicyConfig:
     sac_share: float = 0.0  # share of training episodes the SAC head collects instead of `train` (0.5: every other one)
     jit_compile: bool = True  # act through XLA (faster on CPU, see planet-sac bench); off under optim.strategy other than default
 
-    def validate(self) -> None:
-        _record("policy.compare", "each at most once")
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.note("policy.compare", "each at most once")
         if len(set(self.compare)) != len(self.compare):
             twice = sorted(name for name, count in collections.Counter(self.compare).items() if count > 1)
             raise ConfigError(f"policy.compare={_show(self.compare)}: lists {', '.join(twice)} more than once")
-        _in_range("policy.sac_share", self.sac_share, low=0.0, high=1.0)
+        checks.in_range("policy.sac_share", self.sac_share, low=0.0, high=1.0)
 
 
 @dataclasses.dataclass
@@ -299,11 +313,13 @@ class ScheduleConfig:
     checkpoint_every: int = 1000  # updates between checkpoints
     video_every: int = 10_000  # open-loop prediction summaries (image tasks)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("train_steps", "train_phase_steps", "collect_every", "log_every", "checkpoint_every", "video_every"):
-            _positive(f"schedule.{name}", getattr(self, name))
-        _non_negative("schedule.test_episodes", self.test_episodes)
-        _positive("schedule.first_test_phase", self.first_test_phase)
+            checks.positive(f"schedule.{name}", getattr(self, name))
+        checks.non_negative("schedule.test_episodes", self.test_episodes)
+        checks.positive("schedule.first_test_phase", self.first_test_phase)
 
     def test_phases_due(self, step: int) -> int:
         """How many test phases a run at update `step` has had: at `first_test_phase`, then every `train_phase_steps`."""
@@ -325,17 +341,25 @@ class Config:
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     seed: int = 0  # seeds model initialisation, replay sampling and the policy's noise
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Checks every section's values and the combinations across sections; returns None if all are allowed.
+
+        Raises ConfigError (one line naming the key and what it allows) at the first value outside its
+        range. Types are not checked here: `from_dict` builds configs from checked types. `checks` makes
+        the checks: pass `Checks(record=True)` to collect the allowed values of every key (as
+        `config_reference` does); by default a fresh `Checks()` that records nothing.
+        """
+        checks = checks or Checks()
         for field in dataclasses.fields(self):
             section = getattr(self, field.name)
             if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
-                section.validate()
+                section.validate(checks)
         for key in ("sac.burn_in", "sac.n_step"):
-            _record(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
-        _record("model.overshooting_distance", "<= data.chunk_length - 2")
-        _record("sac.catchup_rounds", "not with optim.strategy=multi_worker")
-        _in_range("seed", self.seed, low=0, high=MAX_SEED)
-        _record("optim.accumulate", "divides data.batch_size")
+            checks.note(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
+        checks.note("model.overshooting_distance", "<= data.chunk_length - 2")
+        checks.note("sac.catchup_rounds", "not with optim.strategy=multi_worker")
+        checks.in_range("seed", self.seed, low=0, high=MAX_SEED)
+        checks.note("optim.accumulate", "divides data.batch_size")
         if self.data.batch_size % self.optim.accumulate:
             raise ConfigError(f"optim.accumulate={self.optim.accumulate} splits each batch into equal micro-batches, "
                               f"so it must divide data.batch_size={self.data.batch_size}")
@@ -345,7 +369,7 @@ class Config:
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
-        _record("model.augment_shift", "> 0 only with env.obs=image")
+        checks.note("model.augment_shift", "> 0 only with env.obs=image")
         if self.model.augment_shift and self.env.obs != "image":
             raise ConfigError(f"model.augment_shift={self.model.augment_shift} shifts images, and env.obs={self.env.obs}; "
                               "set model.augment_shift=0 for state observations")
@@ -764,44 +788,52 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- value checks
-# validate() states every range through these helpers, so the config reference (below)
-# reads the allowed values from the same calls that enforce them.
-
-_ranges: dict[str, str] | None = None  # set while config_reference() records the checks
 
 
-def _record(key: str, allowed: str) -> None:
-    if _ranges is not None:
-        _ranges[key] = f"{_ranges[key]} and {allowed}" if key in _ranges else allowed
+class Checks:
+    """The value checks `validate()` makes, each stating in words the values it allows.
 
+    Each check raises one ConfigError line naming the key and its allowed values when a value is outside
+    them (`positive` and `non_negative` pass None: optional keys). `Checks()` only checks. `Checks(record=True)` also collects the
+    statements in `allowed`: {key: allowed values}, in the order first stated, a key stated twice joined
+    with " and ". `config_reference` documents that mapping, so docs/config.md reads the ranges from the
+    calls that enforce them. An instance keeps only what the validations it is passed to state: nothing
+    is recorded elsewhere, and without `record` nothing is recorded at all (`allowed` stays None).
+    """
 
-def _positive(key: str, value: float | None, allow_inf: bool = False) -> None:
-    """value > 0, finite unless `allow_inf` (None passes: optional keys)."""
-    _record(key, "> 0 (.inf allowed)" if allow_inf else "> 0")
-    if value is not None and not (0 < value < math.inf or (allow_inf and value == math.inf)):
-        raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}> 0")
+    def __init__(self, record: bool = False) -> None:
+        self.allowed: dict[str, str] | None = {} if record else None
 
+    def note(self, key: str, allowed: str) -> None:
+        """States what `key` allows, for a check `validate()` makes itself next to this call."""
+        if self.allowed is not None:
+            self.allowed[key] = f"{self.allowed[key]} and {allowed}" if key in self.allowed else allowed
 
-def _non_negative(key: str, value: float | None, allow_inf: bool = False) -> None:
-    """value >= 0, finite unless `allow_inf` (None passes: optional keys)."""
-    _record(key, ">= 0 (.inf allowed)" if allow_inf else ">= 0")
-    if value is not None and not (0 <= value < math.inf or (allow_inf and value == math.inf)):
-        raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}>= 0")
+    def positive(self, key: str, value: float | None, allow_inf: bool = False) -> None:
+        """value > 0, finite unless `allow_inf`."""
+        self.note(key, "> 0 (.inf allowed)" if allow_inf else "> 0")
+        if value is not None and not (0 < value < math.inf or (allow_inf and value == math.inf)):
+            raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}> 0")
 
+    def non_negative(self, key: str, value: float | None, allow_inf: bool = False) -> None:
+        """value >= 0, finite unless `allow_inf`."""
+        self.note(key, ">= 0 (.inf allowed)" if allow_inf else ">= 0")
+        if value is not None and not (0 <= value < math.inf or (allow_inf and value == math.inf)):
+            raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}>= 0")
 
-def _in_range(key: str, value: float, low: float | None = None, high: float | None = None, low_open: bool = False,
-              high_name: str | None = None) -> None:
-    """low <= value <= high (low < value with `low_open`); `high_name` names a key the upper bound comes from."""
-    if low is not None and high is not None and high_name is None:
-        allowed = f"in {'(' if low_open else '['}{low}, {high}]"
-    else:
-        parts = [f"{'>' if low_open else '>='} {low}"] if low is not None else []
-        parts += [f"<= {high_name or high}"] if high is not None else []
-        allowed = " and ".join(parts)
-    _record(key, allowed)
-    too_low = low is not None and (value <= low if low_open else value < low)
-    if too_low or (high is not None and value > high) or not math.isfinite(value):
-        raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
+    def in_range(self, key: str, value: float, low: float | None = None, high: float | None = None, low_open: bool = False,
+                 high_name: str | None = None) -> None:
+        """low <= value <= high (low < value with `low_open`), finite; `high_name` names a key the upper bound comes from."""
+        if low is not None and high is not None and high_name is None:
+            allowed = f"in {'(' if low_open else '['}{low}, {high}]"
+        else:
+            parts = [f"{'>' if low_open else '>='} {low}"] if low is not None else []
+            parts += [f"<= {high_name or high}"] if high is not None else []
+            allowed = " and ".join(parts)
+        self.note(key, allowed)
+        too_low = low is not None and (value <= low if low_open else value < low)
+        if too_low or (high is not None and value > high) or not math.isfinite(value):
+            raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
 
 
 # ----------------------------------------------------------------------------- the reference
@@ -813,13 +845,9 @@ def config_reference() -> str:
     Meanings are the trailing comments of the fields; allowed values are recorded from
     the checks `validate()` makes on the default config.
     """
-    global _ranges
-    _ranges = {}
-    try:
-        Config().validate()
-        ranges = _ranges
-    finally:
-        _ranges = None
+    checks = Checks(record=True)
+    Config().validate(checks)
+    ranges = checks.allowed or {}
     lines = [
         "# Config reference",
         "",

@@ -202,3 +202,15 @@ def test_test_phases_due_by_hand():
     assert [schedule.test_phases_due(step) for step in (0, 124, 125, 374, 375, 2374, 2375)] == [0, 0, 1, 1, 2, 9, 10]
     planet = ScheduleConfig(train_phase_steps=1000)  # null: after every train phase
     assert [planet.test_phases_due(step) for step in (999, 1000, 2999, 3000)] == [0, 1, 2, 3]
+
+
+def test_config_modules_do_not_import_tensorflow():
+    """The environment worker processes and `planet-sac configs` / `config-reference` load configs without TensorFlow."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import planet_sac; from planet_sac.config import config_reference, find_config_file, load_config; "
+            "load_config('smoke', ['sac.n_step=2']); config_reference(); find_config_file('pendulum'); planet_sac.load_config; "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

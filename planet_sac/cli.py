@@ -514,7 +514,7 @@ def _configs(args: argparse.Namespace) -> int:
 
 
 def _config_reference(args: argparse.Namespace) -> int:
-    from planet_sac.config import config_reference
+    from planet_sac.config_docs import config_reference
 
     text = config_reference()
     if args.out:

@@ -23,9 +23,12 @@ import types
 import typing
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 import yaml
+
+if TYPE_CHECKING:  # at run time, __getattr__ (the end of this module) imports them on first use
+    from planet_sac.config_docs import config_reference as config_reference
 
 POLICIES = ("random", "cem", "sac", "sac_guided_cem")
 PolicyName = Literal["random", "cem", "sac", "sac_guided_cem"]
@@ -836,87 +839,22 @@ class Checks:
             raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
 
 
-# ----------------------------------------------------------------------------- the reference
+# ----------------------------------------------------------------------------- moved names
+# Loading and the reference live in their own modules, which import this one; importing them
+# from here too keeps `from planet_sac.config import load_config` working, and imports them
+# only when asked for, so that this module never imports them while it is being imported.
+
+_ELSEWHERE = {
+    "config_reference": "planet_sac.config_docs",
+}
 
 
-def config_reference() -> str:
-    """Markdown tables of every key: type, default, allowed values and meaning, from the classes themselves.
+if not TYPE_CHECKING:  # mypy reads the imports at the top instead, so it still flags a misspelt name
 
-    Meanings are the trailing comments of the fields; allowed values are recorded from
-    the checks `validate()` makes on the default config.
-    """
-    checks = Checks(record=True)
-    Config().validate(checks)
-    ranges = checks.allowed or {}
-    lines = [
-        "# Config reference",
-        "",
-        "Generated from `planet_sac/config.py` by `planet-sac config-reference --out docs/config.md`; "
-        "do not edit by hand (a test compares this file with the code).",
-        "",
-        "Set keys in a YAML file (`--config FILE`, see `configs/default.yaml`; `--config NAME` takes a shipped "
-        "config by name, and `planet-sac configs` lists them) or on the command line with "
-        "`--set section.key=value`. Unknown keys, wrong types and values outside the allowed range are "
-        "rejected with a one-line error.",
-        "",
-    ]
-    hints = typing.get_type_hints(Config)
-    sections = [(None, Config)] + [(field.name, hints[field.name]) for field in dataclasses.fields(Config)
-                                   if dataclasses.is_dataclass(hints[field.name])]
-    for section, cls in sections:
-        cls_hints, comments = typing.get_type_hints(cls), _field_comments(cls)
-        rows = [_reference_row(section, field, cls_hints[field.name], ranges, comments)
-                for field in dataclasses.fields(cls) if not dataclasses.is_dataclass(cls_hints[field.name])]
-        title = [f"## `{section}`", "", (cls.__doc__ or "").strip()] if section else ["## top level"]
-        lines += [*title, "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|", *rows, ""]
-    return "\n".join(lines).rstrip() + "\n"
+    def __getattr__(name: str) -> Any:
+        """`planet_sac.config.NAME` for a public name that lives in another config module (`_ELSEWHERE`)."""
+        if name in _ELSEWHERE:
+            import importlib
 
-
-def _reference_row(section: str | None, field: dataclasses.Field, hint: Any, ranges: dict[str, str],
-                   comments: dict[str, str]) -> str:
-    key = f"{section}.{field.name}" if section else field.name
-    default = field.default if field.default is not dataclasses.MISSING else cast(Callable[[], Any], field.default_factory)()
-    allowed = ranges.get(key, "")
-    if typing.get_origin(hint) is Literal:
-        allowed = " or ".join(f"`{choice}`" for choice in typing.get_args(hint))
-    elif typing.get_origin(hint) is list and typing.get_origin(typing.get_args(hint)[0]) is Literal:
-        choices = ", ".join(f"`{choice}`" for choice in typing.get_args(typing.get_args(hint)[0]))
-        allowed = f"any of {choices}" + (f"; {allowed}" if allowed else "")
-    elif hint is bool:
-        allowed = "`true` or `false`"
-    optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
-    if optional and allowed and "`null`" not in allowed:
-        allowed += " or `null`"
-    meaning = comments.get(field.name, "")
-    if not meaning:
-        raise ConfigError(f"{key} has no meaning: add a trailing comment to its field in planet_sac/config.py")
-    return f"| `{key}` | {_type_name(hint)} | `{yaml.safe_dump(default).splitlines()[0].removesuffix(' ...')}` | " \
-           f"{allowed or 'any'} | {meaning.replace('|', chr(92) + '|')} |"
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) is Literal:
-        return "str"
-    if typing.get_origin(hint) is list:
-        return f"list of {_type_name(typing.get_args(hint)[0])}"
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join("null" if arg is type(None) else _type_name(arg) for arg in typing.get_args(hint))
-    return hint.__name__
-
-
-def _field_comments(cls: type) -> dict[str, str]:
-    """{field: its trailing comment} read from the class source."""
-    import inspect
-    import io
-    import tokenize
-
-    comments: dict[str, str] = {}
-    source = inspect.getsource(cls)
-    lines = source.splitlines()
-    names = {field.name for field in dataclasses.fields(cls)}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            name = lines[token.start[0] - 1].split(":", 1)[0].strip()  # `    name: type = default  # meaning`
-            if name in names:
-                comments.setdefault(name, token.string.lstrip("#").strip())
-    return comments
+            return getattr(importlib.import_module(_ELSEWHERE[name]), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

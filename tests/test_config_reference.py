@@ -10,7 +10,8 @@ import types
 import pytest
 import yaml
 
-from planet_sac.config import Checks, Config, ConfigError, _field_comments, apply_overrides, config_reference, load_config
+from planet_sac.config import Checks, Config, ConfigError, apply_overrides, config_reference, load_config
+from planet_sac.config_docs import _field_comments
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "config.md"

@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Config": "planet_sac.config",
     "ConfigError": "planet_sac.config",
-    "load_config": "planet_sac.config",
+    "load_config": "planet_sac.config_loading",
     "make_env": "planet_sac.envs",
     "train": "planet_sac.training.trainer",
     "Trainer": "planet_sac.training.trainer",
@@ -48,7 +48,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-_WITHOUT_TENSORFLOW = ("planet_sac.config", "planet_sac.envs")
+_WITHOUT_TENSORFLOW = ("planet_sac.config", "planet_sac.config_loading", "planet_sac.envs")
 
 
 def __getattr__(name: str):

@@ -14,7 +14,8 @@ import tensorflow as tf
 from gymnasium import spaces
 
 from planet_sac.checkpoints import RestoreReport, find_run_config, named_variables, resolve, restore_filtered
-from planet_sac.config import Config, apply_overrides
+from planet_sac.config import Config
+from planet_sac.config_loading import apply_overrides
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
 from planet_sac.envs import make_env

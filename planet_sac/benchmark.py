@@ -25,7 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from planet_sac.agent import Agent
-from planet_sac.config import Config, ConfigError, apply_overrides
+from planet_sac.config import Config, ConfigError
+from planet_sac.config_loading import apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.sac import SAC
 from planet_sac.models.precision import bfloat16_crashes, cpu_flags, cpu_vendor, resolve_precision

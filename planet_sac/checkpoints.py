@@ -24,7 +24,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from planet_sac.config import Config, ConfigError, read_config_file
+from planet_sac.config import Config, ConfigError
+from planet_sac.config_loading import read_config_file
 
 log = logging.getLogger("planet_sac")
 

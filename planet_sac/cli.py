@@ -2,7 +2,7 @@
 config-reference.
 
 `--config` (train, suite) takes a YAML file's path or a shipped config's name (`pendulum`);
-`planet-sac configs` lists the names (planet_sac.config.find_config_file has the rule).
+`planet-sac configs` lists the names (planet_sac.config_loading.find_config_file has the rule).
 
 `train`, `collect` and `evaluate` take `--set section.key=value` overrides (repeatable),
 checked against the config before anything is written. Errors in the user's input or
@@ -309,7 +309,7 @@ def _episodes(text: str) -> int | None:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
 
     if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1 (or forever)")
@@ -349,7 +349,7 @@ def _collect(args: argparse.Namespace) -> int:
 def _collect_with_run(args: argparse.Namespace) -> int:
     from planet_sac.acting.collector import Collector
     from planet_sac.checkpoints import find_run_config
-    from planet_sac.config import apply_overrides, check_override_keys
+    from planet_sac.config_loading import apply_overrides, check_override_keys
     from planet_sac.training.run_dir import prepare_logdir
 
     settings = list(args.set)
@@ -403,7 +403,7 @@ def _print_collected(outdir: str, summaries: list[dict]) -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     from planet_sac.acting.evaluation import check_run, evaluate_policies
     from planet_sac.checkpoints import find_run_config
-    from planet_sac.config import apply_overrides
+    from planet_sac.config_loading import apply_overrides
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1")
@@ -499,7 +499,7 @@ def _plot_scores(args: argparse.Namespace, scores: list[str]) -> int:
 
 def _configs(args: argparse.Namespace) -> int:
     """Prints the shipped configs, one a line: name and description, under a line saying where they are."""
-    from planet_sac.config import config_description, shipped_config_dir, shipped_configs
+    from planet_sac.config_loading import config_description, shipped_config_dir, shipped_configs
 
     found = shipped_configs()
     if not found:
@@ -514,7 +514,7 @@ def _configs(args: argparse.Namespace) -> int:
 
 
 def _config_reference(args: argparse.Namespace) -> int:
-    from planet_sac.config import config_reference
+    from planet_sac.config_docs import config_reference
 
     text = config_reference()
     if args.out:

@@ -1,31 +1,33 @@
-"""Typed, validated configuration.
+"""Typed, validated configuration: the schema of a run's settings and the checks of their values.
 
-A config is a tree of dataclasses whose defaults are PlaNet's published settings.
-YAML files in `configs/` override some of them; `--set section.key=value` overrides
-on the command line override the file. Every key and every value is checked: an
-unknown key or a wrong type is an error naming the key and what is allowed, because a
-silently ignored typo wastes a day of training. The files in `configs/` ship with the
-package (`planet_sac/configs` in a wheel): `--config pendulum` names one wherever
-planet-sac is installed (`find_config_file`).
+A config is a tree of dataclasses whose defaults are PlaNet's published settings; each field's
+trailing comment is its meaning in the generated reference (docs/config.md, planet_sac.config_docs).
+`Config.validate` checks every value's range and the combinations across sections, each failure one
+ConfigError line naming the key and what it allows, through `Checks`, which states every range it
+enforces. Types are checked where configs are built from YAML and `--set` overrides:
+planet_sac.config_loading, whose public functions (`load_config`, `apply_overrides`, ...) are
+importable from here too. This module imports neither YAML nor TensorFlow.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import difflib
-import importlib.resources
 import math
-import os
-import re
 import reprlib
-import types
-import typing
-from importlib.resources.abc import Traversable
-from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, cast
+from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
+if TYPE_CHECKING:  # at run time, __getattr__ (the end of this module) imports them on first use
+    from planet_sac.config_docs import config_reference as config_reference
+    from planet_sac.config_loading import apply_overrides as apply_overrides
+    from planet_sac.config_loading import check_override_keys as check_override_keys
+    from planet_sac.config_loading import config_description as config_description
+    from planet_sac.config_loading import diff as diff
+    from planet_sac.config_loading import find_config_file as find_config_file
+    from planet_sac.config_loading import from_dict as from_dict
+    from planet_sac.config_loading import load_config as load_config
+    from planet_sac.config_loading import read_config_file as read_config_file
+    from planet_sac.config_loading import save_config as save_config
 
 POLICIES = ("random", "cem", "sac", "sac_guided_cem")
 PolicyName = Literal["random", "cem", "sac", "sac_guided_cem"]
@@ -51,22 +53,24 @@ class EnvConfig:
     num_envs: int = 1  # environments stepped in parallel processes while collecting (1: in this process, or its own restartable one for MuJoCo)
     shadow_size: int | None = None  # dm_control: MuJoCo shadow-map size (None = the model's 4096; 1024: same pixels, faster; docs/performance.md)
 
-    def validate(self) -> None:
-        _record("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.note("env.task", "`gym:<id>`, `gym:<module>:<id>` or `dmc:<domain>-<task>`")
         if not (self.task.startswith("gym:") or self.task.startswith("dmc:")) or len(self.task) < 5:
             raise ConfigError(
                 f"env.task={_show(self.task)}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
             )
-        _positive("env.action_repeat", self.action_repeat)
-        _positive("env.num_envs", self.num_envs)
-        _positive("env.time_limit", self.time_limit)
-        _positive("env.image_size", self.image_size)
-        _record("env.image_size", "64 with env.obs=image")
+        checks.positive("env.action_repeat", self.action_repeat)
+        checks.positive("env.num_envs", self.num_envs)
+        checks.positive("env.time_limit", self.time_limit)
+        checks.positive("env.image_size", self.image_size)
+        checks.note("env.image_size", "64 with env.obs=image")
         if self.obs == "image" and self.image_size != 64:
             raise ConfigError(f"env.image_size={self.image_size}: image observations are 64x64 for PlaNet's conv "
                               "encoder and decoder; use env.image_size=64")
-        _positive("env.shadow_size", self.shadow_size)
-        _in_range("env.seed", self.seed, low=0, high=MAX_SEED)
+        checks.positive("env.shadow_size", self.shadow_size)
+        checks.in_range("env.seed", self.seed, low=0, high=MAX_SEED)
         if self.shadow_size is not None and not self.task.startswith("dmc:"):
             raise ConfigError(f"env.shadow_size={self.shadow_size}: applies to dm_control tasks only (env.task={self.task!r})")
 
@@ -83,14 +87,16 @@ class DataConfig:
     seed_episodes: int = 5  # random episodes collected before training starts
     test_seed_episodes: int = 5  # random episodes in test_episodes/, for the held-out model loss
 
-    def validate(self) -> None:
-        _positive("data.batch_size", self.batch_size)
-        _in_range("data.chunk_length", self.chunk_length, low=2)
-        _positive("data.every", self.every)
-        _positive("data.max_episodes", self.max_episodes)
-        _non_negative("data.wait_seconds", self.wait_seconds, allow_inf=True)
-        _non_negative("data.seed_episodes", self.seed_episodes)
-        _non_negative("data.test_seed_episodes", self.test_seed_episodes)
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.positive("data.batch_size", self.batch_size)
+        checks.in_range("data.chunk_length", self.chunk_length, low=2)
+        checks.positive("data.every", self.every)
+        checks.positive("data.max_episodes", self.max_episodes)
+        checks.non_negative("data.wait_seconds", self.wait_seconds, allow_inf=True)
+        checks.non_negative("data.seed_episodes", self.seed_episodes)
+        checks.non_negative("data.test_seed_episodes", self.test_seed_episodes)
 
 
 @dataclasses.dataclass
@@ -118,26 +124,28 @@ class ModelConfig:
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
     image_bits: int = 5  # bit depth images are quantised to before encoding (PlaNet: 5)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("deter_size", "stoch_size", "hidden_size", "cnn_depth", "mlp_units", "mlp_layers", "reward_units"):
-            _positive(f"model.{name}", getattr(self, name))
-        _positive("model.decoder_depth", self.decoder_depth)
-        _positive("model.min_stddev", self.min_stddev)
-        _positive("model.obs_std", self.obs_std)
+            checks.positive(f"model.{name}", getattr(self, name))
+        checks.positive("model.decoder_depth", self.decoder_depth)
+        checks.positive("model.min_stddev", self.min_stddev)
+        checks.positive("model.obs_std", self.obs_std)
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
-            _non_negative(f"model.{name}", getattr(self, name))
-        _non_negative("model.overshooting_distance", self.overshooting_distance)
-        _record("model.overshooting_distance", "> 0 only with model.overshooting_scale > 0")
+            checks.non_negative(f"model.{name}", getattr(self, name))
+        checks.non_negative("model.overshooting_distance", self.overshooting_distance)
+        checks.note("model.overshooting_distance", "> 0 only with model.overshooting_scale > 0")
         if self.overshooting_distance and not self.overshooting_scale:
             raise ConfigError(f"model.overshooting_distance={self.overshooting_distance} computes a latent overshooting "
                               "KL that model.overshooting_scale=0 leaves out of the loss; set model.overshooting_scale "
                               "above 0 or model.overshooting_distance=0")
-        _in_range("model.image_bits", self.image_bits, low=1, high=8)
-        _record("model.kl_balance", "in (0, 1) or `null`")
+        checks.in_range("model.image_bits", self.image_bits, low=1, high=8)
+        checks.note("model.kl_balance", "in (0, 1) or `null`")
         if self.kl_balance is not None and not 0.0 < self.kl_balance < 1.0:
             raise ConfigError(f"model.kl_balance={self.kl_balance}: must be in (0, 1) (DreamerV2: 0.8), or null for "
                               "PlaNet's KL, which trains prior and posterior alike")
-        _in_range("model.augment_shift", self.augment_shift, low=0, high=16)
+        checks.in_range("model.augment_shift", self.augment_shift, low=0, high=16)
 
 
 @dataclasses.dataclass
@@ -154,13 +162,15 @@ class OptimConfig:
     max_nonfinite_updates: int = 10  # consecutive skipped (NaN/inf) updates before the run stops
     strategy: Literal["default", "mirrored", "multi_worker"] = "default"  # data parallelism: none, over local GPUs, or over the TF_CONFIG cluster
 
-    def validate(self) -> None:
-        _positive("optim.learning_rate", self.learning_rate)
-        _non_negative("optim.warmup_updates", self.warmup_updates)
-        _positive("optim.adam_epsilon", self.adam_epsilon)
-        _positive("optim.grad_clip", self.grad_clip, allow_inf=True)
-        _positive("optim.accumulate", self.accumulate)
-        _positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.positive("optim.learning_rate", self.learning_rate)
+        checks.non_negative("optim.warmup_updates", self.warmup_updates)
+        checks.positive("optim.adam_epsilon", self.adam_epsilon)
+        checks.positive("optim.grad_clip", self.grad_clip, allow_inf=True)
+        checks.positive("optim.accumulate", self.accumulate)
+        checks.positive("optim.max_nonfinite_updates", self.max_nonfinite_updates)
         if self.jit_compile and self.strategy != "default":
             raise ConfigError(f"optim.jit_compile=true works with optim.strategy=default only, not {self.strategy}; "
                               "set optim.jit_compile=false")
@@ -185,17 +195,19 @@ class CEMConfig:
     select: Literal["mean", "elite"] = "mean"  # action taken: first of the final mean (PlaNet) or of one final elite (TD-MPC)
     temperature: float = 0.5  # select=elite: the elite is drawn with probability ~ exp(temperature * score) (TD-MPC's 0.5)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("horizon", "candidates", "iterations", "top_k"):
-            _positive(f"cem.{name}", getattr(self, name))
-        _in_range("cem.top_k", self.top_k, high=self.candidates, high_name="cem.candidates")
-        _in_range("cem.discount", self.discount, low=0.0, high=1.0, low_open=True)
-        _non_negative("cem.exploration_noise", self.exploration_noise)
-        _in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
-        _non_negative("cem.value_weight", self.value_weight)
-        _positive("cem.temperature", self.temperature)
-        _non_negative("cem.actor_std", self.actor_std)
-        _record("cem.actor_mean", "needs cem.guide_fraction > 0")
+            checks.positive(f"cem.{name}", getattr(self, name))
+        checks.in_range("cem.top_k", self.top_k, high=self.candidates, high_name="cem.candidates")
+        checks.in_range("cem.discount", self.discount, low=0.0, high=1.0, low_open=True)
+        checks.non_negative("cem.exploration_noise", self.exploration_noise)
+        checks.in_range("cem.guide_fraction", self.guide_fraction, low=0.0, high=1.0)
+        checks.non_negative("cem.value_weight", self.value_weight)
+        checks.positive("cem.temperature", self.temperature)
+        checks.non_negative("cem.actor_std", self.actor_std)
+        checks.note("cem.actor_mean", "needs cem.guide_fraction > 0")
         if self.actor_mean and self.guide_fraction == 0:
             raise ConfigError("cem.actor_mean=true starts the search at the actor's trajectories, which "
                               "cem.guide_fraction=0 never draws; set cem.guide_fraction above 0")
@@ -227,41 +239,43 @@ class SACConfig:
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("units", "layers", "batch_size"):
-            _positive(f"sac.{name}", getattr(self, name))
+            checks.positive(f"sac.{name}", getattr(self, name))
         for name in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
-            _positive(f"sac.{name}", getattr(self, name))
-        _record("sac.target_entropy", "a finite number or `null`")
+            checks.positive(f"sac.{name}", getattr(self, name))
+        checks.note("sac.target_entropy", "a finite number or `null`")
         if self.target_entropy is not None and not math.isfinite(self.target_entropy):
             raise ConfigError(f"sac.target_entropy={self.target_entropy}: must be a finite number (or null: -|A|)")
-        _non_negative("sac.updates_per_step", self.updates_per_step)
-        _positive("sac.n_step", self.n_step)
-        _non_negative("sac.burn_in", self.burn_in)
-        _non_negative("sac.imagination_horizon", self.imagination_horizon)
-        _record("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1")
+        checks.non_negative("sac.updates_per_step", self.updates_per_step)
+        checks.positive("sac.n_step", self.n_step)
+        checks.non_negative("sac.burn_in", self.burn_in)
+        checks.non_negative("sac.imagination_horizon", self.imagination_horizon)
+        checks.note("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1")
         if self.imagination_horizon and self.real_ratio == 1.0:
             raise ConfigError(f"sac.imagination_horizon={self.imagination_horizon} imagines rollouts that "
                               "sac.real_ratio=1.0 never uses (every SAC batch comes from real chunks); set "
                               "sac.real_ratio below 1 (e.g. 0.5) or sac.imagination_horizon=0")
-        _non_negative("sac.catchup_rounds", self.catchup_rounds)
-        _record("sac.catchup_rounds", "needs sac.updates_per_step > 0")
+        checks.non_negative("sac.catchup_rounds", self.catchup_rounds)
+        checks.note("sac.catchup_rounds", "needs sac.updates_per_step > 0")
         if self.catchup_rounds and not self.updates_per_step:
             raise ConfigError(f"sac.catchup_rounds={self.catchup_rounds} repeats sac.updates_per_step SAC updates per round, "
                               "which is 0; set sac.updates_per_step above 0")
-        _in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
-        _record("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
+        checks.in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
+        checks.note("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
         if self.real_ratio < 1.0 and self.imagination_horizon < self.n_step:
             raise ConfigError(
                 f"sac.real_ratio={self.real_ratio} mixes in imagined transitions, which need "
                 f"sac.imagination_horizon >= sac.n_step={self.n_step} (it is {self.imagination_horizon})"
             )
-        _in_range("sac.discount", self.discount, low=0.0, high=1.0)
-        _in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
-        _non_negative("sac.exploration_noise", self.exploration_noise)
-        _in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
-        _non_negative("sac.min_alpha", self.min_alpha)
-        _record("sac.min_alpha", "at most sac.init_alpha")
+        checks.in_range("sac.discount", self.discount, low=0.0, high=1.0)
+        checks.in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
+        checks.non_negative("sac.exploration_noise", self.exploration_noise)
+        checks.in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
+        checks.non_negative("sac.min_alpha", self.min_alpha)
+        checks.note("sac.min_alpha", "at most sac.init_alpha")
         if self.min_alpha > self.init_alpha:
             raise ConfigError(f"sac.min_alpha={self.min_alpha} is above sac.init_alpha={self.init_alpha}: the temperature "
                               "would start below its floor; lower sac.min_alpha or raise sac.init_alpha")
@@ -277,12 +291,14 @@ class PolicyConfig:
     sac_share: float = 0.0  # share of training episodes the SAC head collects instead of `train` (0.5: every other one)
     jit_compile: bool = True  # act through XLA (faster on CPU, see planet-sac bench); off under optim.strategy other than default
 
-    def validate(self) -> None:
-        _record("policy.compare", "each at most once")
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
+        checks.note("policy.compare", "each at most once")
         if len(set(self.compare)) != len(self.compare):
             twice = sorted(name for name, count in collections.Counter(self.compare).items() if count > 1)
             raise ConfigError(f"policy.compare={_show(self.compare)}: lists {', '.join(twice)} more than once")
-        _in_range("policy.sac_share", self.sac_share, low=0.0, high=1.0)
+        checks.in_range("policy.sac_share", self.sac_share, low=0.0, high=1.0)
 
 
 @dataclasses.dataclass
@@ -299,11 +315,13 @@ class ScheduleConfig:
     checkpoint_every: int = 1000  # updates between checkpoints
     video_every: int = 10_000  # open-loop prediction summaries (image tasks)
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Raises ConfigError (one line) for a value out of range; see Config.validate."""
+        checks = checks or Checks()
         for name in ("train_steps", "train_phase_steps", "collect_every", "log_every", "checkpoint_every", "video_every"):
-            _positive(f"schedule.{name}", getattr(self, name))
-        _non_negative("schedule.test_episodes", self.test_episodes)
-        _positive("schedule.first_test_phase", self.first_test_phase)
+            checks.positive(f"schedule.{name}", getattr(self, name))
+        checks.non_negative("schedule.test_episodes", self.test_episodes)
+        checks.positive("schedule.first_test_phase", self.first_test_phase)
 
     def test_phases_due(self, step: int) -> int:
         """How many test phases a run at update `step` has had: at `first_test_phase`, then every `train_phase_steps`."""
@@ -325,17 +343,25 @@ class Config:
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     seed: int = 0  # seeds model initialisation, replay sampling and the policy's noise
 
-    def validate(self) -> None:
+    def validate(self, checks: Checks | None = None) -> None:
+        """Checks every section's values and the combinations across sections; returns None if all are allowed.
+
+        Raises ConfigError (one line naming the key and what it allows) at the first value outside its
+        range. Types are not checked here: `from_dict` builds configs from checked types. `checks` makes
+        the checks: pass `Checks(record=True)` to collect the allowed values of every key (as
+        `config_reference` does); by default a fresh `Checks()` that records nothing.
+        """
+        checks = checks or Checks()
         for field in dataclasses.fields(self):
             section = getattr(self, field.name)
             if dataclasses.is_dataclass(section) and hasattr(section, "validate"):
-                section.validate()
+                section.validate(checks)
         for key in ("sac.burn_in", "sac.n_step"):
-            _record(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
-        _record("model.overshooting_distance", "<= data.chunk_length - 2")
-        _record("sac.catchup_rounds", "not with optim.strategy=multi_worker")
-        _in_range("seed", self.seed, low=0, high=MAX_SEED)
-        _record("optim.accumulate", "divides data.batch_size")
+            checks.note(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
+        checks.note("model.overshooting_distance", "<= data.chunk_length - 2")
+        checks.note("sac.catchup_rounds", "not with optim.strategy=multi_worker")
+        checks.in_range("seed", self.seed, low=0, high=MAX_SEED)
+        checks.note("optim.accumulate", "divides data.batch_size")
         if self.data.batch_size % self.optim.accumulate:
             raise ConfigError(f"optim.accumulate={self.optim.accumulate} splits each batch into equal micro-batches, "
                               f"so it must divide data.batch_size={self.data.batch_size}")
@@ -345,7 +371,7 @@ class Config:
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
-        _record("model.augment_shift", "> 0 only with env.obs=image")
+        checks.note("model.augment_shift", "> 0 only with env.obs=image")
         if self.model.augment_shift and self.env.obs != "image":
             raise ConfigError(f"model.augment_shift={self.model.augment_shift} shifts images, and env.obs={self.env.obs}; "
                               "set model.augment_shift=0 for state observations")
@@ -359,310 +385,56 @@ class Config:
         return dataclasses.asdict(self)
 
 
-# ----------------------------------------------------------------------------- loading
+# ----------------------------------------------------------------------------- value checks
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Defaults, then the YAML file `path` names, then `section.key=value` overrides.
+class Checks:
+    """The value checks `validate()` makes, each stating in words the values it allows.
 
-    `path` is a file's path or a shipped config's name (`pendulum`, `pendulum.yaml`), found by
-    `find_config_file`; errors name the file as given (a shipped one by where it was read).
-    Raises ConfigError (one line) for a missing or unreadable file, bad YAML, unknown keys or bad values.
-    """
-    data: dict[str, Any] = {}
-    source = "defaults"
-    if path is not None:
-        file = find_config_file(path)
-        source = str(path) if str(path) and file == Path(path) else str(file)  # "" is the folder "."
-        data = _read_yaml(file, source)
-    config = from_dict(data, source=source)
-    return apply_overrides(config, overrides or [])
-
-
-def from_dict(data: Mapping[str, Any], source: str = "config") -> Config:
-    """Builds and validates a Config from a nested mapping (as read from YAML)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: expected a mapping of sections, got {type(data).__name__}")
-    config = _build(Config, data, prefix="", source=source)
-    config.validate()
-    return config
-
-
-def apply_overrides(config: Config, overrides: list[str]) -> Config:
-    """Applies `section.key=value` strings; values are read as YAML (scalars, lists; a section's mapping sets the
-    keys it names)."""
-    return from_dict(_overridden(config, overrides), source="--set")
-
-
-def check_override_keys(overrides: list[str]) -> None:
-    """Fails on an unknown key or a value of the wrong type in `section.key=value` strings, before the config
-    they will apply to exists (a collector waiting for its run): ranges and combinations are checked then."""
-    _build(Config, _overridden(Config(), overrides), prefix="", source="--set")
-
-
-def _overridden(config: Config, overrides: list[str]) -> dict[str, Any]:
-    """`config` as a mapping with `overrides` applied (names checked, nothing validated)."""
-    data = config.to_dict()
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set {_show(item)}: expected section.key=value, e.g. data.batch_size=16")
-        key, raw = item.split("=", 1)
-        value = load_yaml(raw, f"--set {_cut(key, 60)}") if raw.strip() else None
-        node: dict[str, Any] = data
-        parts = key.strip().split(".")
-        for i, part in enumerate(parts[:-1]):
-            if part not in node or not isinstance(node[part], dict):
-                raise ConfigError(f"--set {_cut(key, 60)}: " + _unknown_key(".".join(parts[: i + 1]), list(node)))
-            node = node[part]
-        if parts[-1] not in node:
-            raise ConfigError(f"--set {_cut(key, 60)}: " + _unknown_key(key, list(node)))
-        if isinstance(node[parts[-1]], dict) and isinstance(value, Mapping):
-            value = {**node[parts[-1]], **value}  # `--set env={action_repeat: 3}` sets that key, not the section
-        node[parts[-1]] = value
-    return data
-
-
-def save_config(config: Config, path: str) -> None:
-    """Writes the resolved config as YAML (through tf.io.gfile, so remote paths work)."""
-    import tensorflow as tf
-
-    text = yaml.safe_dump(config.to_dict(), sort_keys=False)
-    temp = f"{path}.tmp"
-    with tf.io.gfile.GFile(temp, "w") as file:
-        file.write(text)
-    tf.io.gfile.rename(temp, path, overwrite=True)  # atomic: a kill never leaves half a config
-
-
-def read_config_file(path: str) -> Config:
-    """Reads a config previously written by `save_config` (local or gfile path)."""
-    import tensorflow as tf
-
-    try:
-        with tf.io.gfile.GFile(path, "rb") as file:
-            raw = file.read()
-    except (tf.errors.OpError, OSError) as error:
-        raise ConfigError(f"{path}: cannot be read ({_reason(error)})") from None
-    return from_dict(_parse_mapping(raw, str(path)), source=path)
-
-
-def diff(a: Config, b: Config) -> list[str]:
-    """The dotted keys whose values differ between two configs."""
-    flat_a, flat_b = _flatten(a.to_dict()), _flatten(b.to_dict())
-    return [key for key in flat_a if flat_a[key] != flat_b.get(key)]
-
-
-# ----------------------------------------------------------------------------- shipped configs
-# configs/ is at the top of the repository, where checkout users and the docs name its files
-# (`--config configs/pendulum.yaml`); the wheel carries the same files as planet_sac/configs/*.yaml
-# (pyproject.toml maps the folder into the package). Both are found from the planet_sac package
-# that is imported, never from another installation or checkout on the path.
-
-SHIPPED_SUFFIX = ".yaml"
-
-
-def shipped_config_dir() -> Traversable | None:
-    """The folder of the configs that ship with planet-sac, or None if this installation has none.
-
-    `planet_sac/configs` of an installed wheel (through importlib.resources); else the `configs/`
-    folder of the source checkout the package was imported from (a checkout on the path, or an
-    editable install): the folder beside `planet_sac/` when a `pyproject.toml` is there too, so a
-    stray `configs/` folder in site-packages is never taken for ours.
-    """
-    package = importlib.resources.files("planet_sac")
-    installed = package.joinpath("configs")
-    if installed.is_dir():
-        return installed
-    root = Path(__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file() and (root / "configs").is_dir():
-        return root / "configs"
-    return None
-
-
-def shipped_configs() -> dict[str, Traversable]:
-    """{name: file} of every shipped `*.yaml` config, sorted by name; the name is the file name without `.yaml`.
-
-    Empty if this installation has no shipped configs (see `shipped_config_dir`).
-    """
-    folder = shipped_config_dir()
-    if folder is None:
-        return {}
-    files = {entry.name.removesuffix(SHIPPED_SUFFIX): entry for entry in folder.iterdir()
-             if entry.name.endswith(SHIPPED_SUFFIX) and not entry.name.startswith(".") and entry.is_file()}
-    return dict(sorted(files.items()))
-
-
-def shipped_config(name: str) -> Traversable | None:
-    """The shipped config called `name` (`pendulum` or `pendulum.yaml`), None if there is none.
-
-    Only the names `shipped_configs` lists match: a name is never joined to the folder as a path.
-    """
-    return shipped_configs().get(name.removesuffix(SHIPPED_SUFFIX))
-
-
-def find_config_file(path: str | Path) -> Path | Traversable:
-    """The file a `--config` value names, by one rule.
-
-    1. `path` is an existing file: that file (a path always wins over a shipped name).
-    2. `path` is a bare name (no path separator) of a shipped config, with or without `.yaml`: the shipped
-       file (`configs/NAME.yaml` of a checkout, `planet_sac/configs/NAME.yaml` of an installed wheel).
-    3. `path` exists but is no file (a folder): `Path(path)`, for the reader to say what it is.
-    Otherwise raises ConfigError, one line naming `path`: for a bare name, with the shipped names; for a path
-    whose file name is a shipped config's (`configs/pendulum.yaml` outside a checkout), with that name.
-    """
-    given = Path(path)
-    if _probe(given.is_file):
-        return given
-    text = str(path)
-    bare = not any(separator in text for separator in {"/", os.sep, os.altsep or "/"})
-    if bare:
-        shipped = shipped_config(text)
-        if shipped is not None:
-            return shipped
-    if _probe(given.exists):
-        return given
-    if bare:
-        names = _cut(", ".join(shipped_configs()) or "none in this installation", 160)
-        raise ConfigError(f"config file {path} does not exist and no shipped config is named {path} (shipped: {names})")
-    if shipped_config(given.name) is not None:  # `configs/pendulum.yaml` of the docs, outside a checkout
-        raise ConfigError(f"config file {path} does not exist; --config {given.name.removesuffix(SHIPPED_SUFFIX)} "
-                          "names the shipped config of that name")
-    raise ConfigError(f"config file {path} does not exist (`planet-sac configs` lists the shipped configs, which "
-                      "--config takes by name)")
-
-
-def config_description(text: str, limit: int = 120) -> str:
-    """A config file's one-line description: the first sentence of its opening comment, at most `limit` characters.
-
-    The opening comment is the `#` lines before the first key, blank line or empty `#` line; a sentence ends
-    at `.`, `!` or `?` before a space. Longer sentences are cut at a word and end in `...`; '' without a comment.
-    """
-    lines = []
-    for line in text.lstrip("\ufeff").splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("#") or not stripped.lstrip("#").strip():
-            break
-        lines.append(stripped.lstrip("#").strip())
-    comment = " ".join(lines)
-    match = re.match(r"(.+?[.!?])(?=\s|$)", comment)
-    sentence = match.group(1) if match else comment
-    if len(sentence) <= limit:
-        return sentence
-    return sentence[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
-
-
-def _probe(check: Callable[[], bool]) -> bool:
-    """`check()` (a Path's exists or is_file), False where the OS refuses the question (a name too long)."""
-    try:
-        return check()
-    except OSError:
-        return False
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def _read_yaml(path: Path | Traversable, source: str) -> dict[str, Any]:
-    """A config file (found by `find_config_file`) as a mapping; a folder, an unreadable file or anything but
-    UTF-8 YAML is one ConfigError line naming `source`."""
-    if path.is_dir():
-        raise ConfigError(f"config file {source} is a directory; pass a YAML file, or a shipped config's name such as smoke")
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"config file {source} cannot be read ({_reason(error)})") from None
-    return _parse_mapping(raw, source)
-
-
-def _parse_mapping(raw: bytes, source: str) -> dict[str, Any]:
-    """YAML bytes (UTF-8) to the mapping of sections a config file holds; `{}` for an empty file."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ConfigError(f"{source}: not a UTF-8 text file (byte {error.start} is {raw[error.start:error.start + 1]!r}); "
-                          "a config is a YAML file") from None
-    data = load_yaml(text, source)
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: top level must be a mapping of sections, got {type(data).__name__}")
-    return data
-
-
-def _reason(error: BaseException) -> str:
-    """An OS or gfile error's cause in a few words (`Permission denied`, `Is a directory`), not its paths."""
-    reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error.__class__.__name__
-    reason = str(reason).splitlines()[0]
-    return reason.rsplit("; ", 1)[-1][:120]  # gfile's OpError reads "<path>; <cause>"
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without aliases (`*name`).
-
-    An alias makes the value it names appear again without being written again, so a few
-    hundred bytes of nested aliases (a "billion laughs") stand for gigabytes once anything
-    walks, copies or prints the value. A config never needs them: refused where the
-    alias is composed, before anything is built.
+    Each check raises one ConfigError line naming the key and its allowed values when a value is outside
+    them (`positive` and `non_negative` pass None: optional keys). `Checks()` only checks. `Checks(record=True)` also collects the
+    statements in `allowed`: {key: allowed values}, in the order first stated, a key stated twice joined
+    with " and ". `config_reference` documents that mapping, so docs/config.md reads the ranges from the
+    calls that enforce them. An instance keeps only what the validations it is passed to state: nothing
+    is recorded elsewhere, and without `record` nothing is recorded at all (`allowed` stays None).
     """
 
-    _source: str  # what the text is (named in errors), set by load_yaml
+    def __init__(self, record: bool = False) -> None:
+        self.allowed: dict[str, str] | None = {} if record else None
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        """A key written twice is refused: YAML would keep the last silently (a second `data:` section dropping
-        the first's settings)."""
-        seen: set = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, typing.Hashable):
-                break  # PyYAML refuses it in its own words
-            if key in seen:
-                raise ConfigError(f"{self._source}: the key {_show(key)} is written twice (line "
-                                  f"{key_node.start_mark.line + 1}); keep one")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+    def note(self, key: str, allowed: str) -> None:
+        """States what `key` allows, for a check `validate()` makes itself next to this call."""
+        if self.allowed is not None:
+            self.allowed[key] = f"{self.allowed[key]} and {allowed}" if key in self.allowed else allowed
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise ConfigError(f"{self._source}: YAML aliases are not allowed in configs (*{_cut(event.anchor, 40)} "
-                              f"at line {event.start_mark.line + 1}); write the value out")
-        return super().compose_node(parent, index)
+    def positive(self, key: str, value: float | None, allow_inf: bool = False) -> None:
+        """value > 0, finite unless `allow_inf`."""
+        self.note(key, "> 0 (.inf allowed)" if allow_inf else "> 0")
+        if value is not None and not (0 < value < math.inf or (allow_inf and value == math.inf)):
+            raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}> 0")
 
+    def non_negative(self, key: str, value: float | None, allow_inf: bool = False) -> None:
+        """value >= 0, finite unless `allow_inf`."""
+        self.note(key, ">= 0 (.inf allowed)" if allow_inf else ">= 0")
+        if value is not None and not (0 <= value < math.inf or (allow_inf and value == math.inf)):
+            raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}>= 0")
 
-# YAML 1.2's floats: PyYAML follows YAML 1.1, where `1e-4` and `3e6` (no dot) are strings.
-_ConfigLoader.yaml_implicit_resolvers = {first: list(resolvers) for first, resolvers
-                                         in yaml.SafeLoader.yaml_implicit_resolvers.items()}  # not SafeLoader's lists
-_ConfigLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def load_yaml(text: str, source: str) -> Any:
-    """Parses YAML from a user (config files, `--set` values, a run's config.yaml) safely: no tags, no aliases.
-
-    Errors are one `ConfigError` line naming `source`; nothing of the input is quoted beyond a cut excerpt.
-    """
-    loader = _ConfigLoader(text)
-    loader._source = source
-    try:
-        return loader.get_single_data()
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{source}: not valid YAML: {_cut(_yaml_problem(error), 160)}") from None
-    except RecursionError:
-        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
-    finally:
-        loader.dispose()
+    def in_range(self, key: str, value: float, low: float | None = None, high: float | None = None, low_open: bool = False,
+                 high_name: str | None = None) -> None:
+        """low <= value <= high (low < value with `low_open`), finite; `high_name` names a key the upper bound comes from."""
+        if low is not None and high is not None and high_name is None:
+            allowed = f"in {'(' if low_open else '['}{low}, {high}]"
+        else:
+            parts = [f"{'>' if low_open else '>='} {low}"] if low is not None else []
+            parts += [f"<= {high_name or high}"] if high is not None else []
+            allowed = " and ".join(parts)
+        self.note(key, allowed)
+        too_low = low is not None and (value <= low if low_open else value < low)
+        if too_low or (high is not None and value > high) or not math.isfinite(value):
+            raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    """A YAML error's problem and where it is, on one line."""
-    problem = getattr(error, "problem", None)
-    mark = getattr(error, "problem_mark", None)
-    if problem and mark is not None:
-        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return " ".join(str(error).split())
-
+# ----------------------------------------------------------------------------- messages
 
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 60
@@ -682,213 +454,22 @@ def _show(value: Any) -> str:
     return _cut(_repr.repr(value))
 
 
-def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
-    fields = {field.name: field for field in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    for key in data:
-        if key not in fields:
-            raise ConfigError(f"{source}: " + _unknown_key(prefix + str(key), list(fields)))
-    kwargs = {}
-    for name, value in data.items():
-        hint = hints[name]
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a section's class (hints are types)
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{source}: {prefix}{name} must be a mapping of keys, got {_show(value)}")
-            kwargs[name] = _build(hint, value, prefix=f"{prefix}{name}.", source=source)
-        else:
-            kwargs[name] = _coerce(value, hint, f"{prefix}{name}", source)
-    return cls(**kwargs)
+# ----------------------------------------------------------------------------- moved names
+# Loading and the reference live in their own modules, which import this one; importing them
+# from here too keeps `from planet_sac.config import load_config` working, and imports them
+# only when asked for, so that this module never imports them while it is being imported.
+
+_LOADING = ("load_config", "from_dict", "apply_overrides", "check_override_keys", "save_config", "read_config_file", "diff",
+            "find_config_file", "config_description")
+_ELSEWHERE = {"config_reference": "planet_sac.config_docs", **{name: "planet_sac.config_loading" for name in _LOADING}}
 
 
-def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
-    """Checks `value` against a type hint; ints are accepted for floats."""
-    origin = typing.get_origin(hint)
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{source}: {key}={_show(value)} must be a list, e.g. [sac, sac_guided_cem]")
-        (item,) = typing.get_args(hint)
-        return [_coerce(element, item, f"{key}[{i}]", source) for i, element in enumerate(value)]
-    if origin is Literal:
-        choices = typing.get_args(hint)
-        if value not in choices:
-            raise ConfigError(f"{source}: {key}={_show(value)} is not allowed; choose one of {', '.join(map(str, choices))}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, key, source)
-            except ConfigError as error:
-                errors.append(error)
-        allowed = " or ".join("null" if a is type(None) else a.__name__ for a in args)
-        raise ConfigError(f"{source}: {key}={_show(value)} has the wrong type; expected {allowed}")
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    else:
-        raise ConfigError(f"{source}: {key}: unsupported type {hint!r}")
-    raise ConfigError(f"{source}: {key}={_show(value)} has the wrong type; expected {hint.__name__}")
+if not TYPE_CHECKING:  # mypy reads the imports at the top instead, so it still flags a misspelt name
 
+    def __getattr__(name: str) -> Any:
+        """`planet_sac.config.NAME` for a public name that lives in another config module (`_ELSEWHERE`)."""
+        if name in _ELSEWHERE:
+            import importlib
 
-def _unknown_key(key: str, allowed: list[str]) -> str:
-    leaf = key.split(".")[-1]
-    close = difflib.get_close_matches(leaf, allowed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown config key {_show(key)}{hint}; allowed here: {', '.join(allowed)}"
-
-
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-# ----------------------------------------------------------------------------- value checks
-# validate() states every range through these helpers, so the config reference (below)
-# reads the allowed values from the same calls that enforce them.
-
-_ranges: dict[str, str] | None = None  # set while config_reference() records the checks
-
-
-def _record(key: str, allowed: str) -> None:
-    if _ranges is not None:
-        _ranges[key] = f"{_ranges[key]} and {allowed}" if key in _ranges else allowed
-
-
-def _positive(key: str, value: float | None, allow_inf: bool = False) -> None:
-    """value > 0, finite unless `allow_inf` (None passes: optional keys)."""
-    _record(key, "> 0 (.inf allowed)" if allow_inf else "> 0")
-    if value is not None and not (0 < value < math.inf or (allow_inf and value == math.inf)):
-        raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}> 0")
-
-
-def _non_negative(key: str, value: float | None, allow_inf: bool = False) -> None:
-    """value >= 0, finite unless `allow_inf` (None passes: optional keys)."""
-    _record(key, ">= 0 (.inf allowed)" if allow_inf else ">= 0")
-    if value is not None and not (0 <= value < math.inf or (allow_inf and value == math.inf)):
-        raise ConfigError(f"{key}={value}: must be {'a finite number ' if value == math.inf or value != value else ''}>= 0")
-
-
-def _in_range(key: str, value: float, low: float | None = None, high: float | None = None, low_open: bool = False,
-              high_name: str | None = None) -> None:
-    """low <= value <= high (low < value with `low_open`); `high_name` names a key the upper bound comes from."""
-    if low is not None and high is not None and high_name is None:
-        allowed = f"in {'(' if low_open else '['}{low}, {high}]"
-    else:
-        parts = [f"{'>' if low_open else '>='} {low}"] if low is not None else []
-        parts += [f"<= {high_name or high}"] if high is not None else []
-        allowed = " and ".join(parts)
-    _record(key, allowed)
-    too_low = low is not None and (value <= low if low_open else value < low)
-    if too_low or (high is not None and value > high) or not math.isfinite(value):
-        raise ConfigError(f"{key}={value}: must be {allowed}" + (f" (is {high})" if high_name else ""))
-
-
-# ----------------------------------------------------------------------------- the reference
-
-
-def config_reference() -> str:
-    """Markdown tables of every key: type, default, allowed values and meaning, from the classes themselves.
-
-    Meanings are the trailing comments of the fields; allowed values are recorded from
-    the checks `validate()` makes on the default config.
-    """
-    global _ranges
-    _ranges = {}
-    try:
-        Config().validate()
-        ranges = _ranges
-    finally:
-        _ranges = None
-    lines = [
-        "# Config reference",
-        "",
-        "Generated from `planet_sac/config.py` by `planet-sac config-reference --out docs/config.md`; "
-        "do not edit by hand (a test compares this file with the code).",
-        "",
-        "Set keys in a YAML file (`--config FILE`, see `configs/default.yaml`; `--config NAME` takes a shipped "
-        "config by name, and `planet-sac configs` lists them) or on the command line with "
-        "`--set section.key=value`. Unknown keys, wrong types and values outside the allowed range are "
-        "rejected with a one-line error.",
-        "",
-    ]
-    hints = typing.get_type_hints(Config)
-    sections = [(None, Config)] + [(field.name, hints[field.name]) for field in dataclasses.fields(Config)
-                                   if dataclasses.is_dataclass(hints[field.name])]
-    for section, cls in sections:
-        cls_hints, comments = typing.get_type_hints(cls), _field_comments(cls)
-        rows = [_reference_row(section, field, cls_hints[field.name], ranges, comments)
-                for field in dataclasses.fields(cls) if not dataclasses.is_dataclass(cls_hints[field.name])]
-        title = [f"## `{section}`", "", (cls.__doc__ or "").strip()] if section else ["## top level"]
-        lines += [*title, "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|", *rows, ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _reference_row(section: str | None, field: dataclasses.Field, hint: Any, ranges: dict[str, str],
-                   comments: dict[str, str]) -> str:
-    key = f"{section}.{field.name}" if section else field.name
-    default = field.default if field.default is not dataclasses.MISSING else cast(Callable[[], Any], field.default_factory)()
-    allowed = ranges.get(key, "")
-    if typing.get_origin(hint) is Literal:
-        allowed = " or ".join(f"`{choice}`" for choice in typing.get_args(hint))
-    elif typing.get_origin(hint) is list and typing.get_origin(typing.get_args(hint)[0]) is Literal:
-        choices = ", ".join(f"`{choice}`" for choice in typing.get_args(typing.get_args(hint)[0]))
-        allowed = f"any of {choices}" + (f"; {allowed}" if allowed else "")
-    elif hint is bool:
-        allowed = "`true` or `false`"
-    optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
-    if optional and allowed and "`null`" not in allowed:
-        allowed += " or `null`"
-    meaning = comments.get(field.name, "")
-    if not meaning:
-        raise ConfigError(f"{key} has no meaning: add a trailing comment to its field in planet_sac/config.py")
-    return f"| `{key}` | {_type_name(hint)} | `{yaml.safe_dump(default).splitlines()[0].removesuffix(' ...')}` | " \
-           f"{allowed or 'any'} | {meaning.replace('|', chr(92) + '|')} |"
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) is Literal:
-        return "str"
-    if typing.get_origin(hint) is list:
-        return f"list of {_type_name(typing.get_args(hint)[0])}"
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join("null" if arg is type(None) else _type_name(arg) for arg in typing.get_args(hint))
-    return hint.__name__
-
-
-def _field_comments(cls: type) -> dict[str, str]:
-    """{field: its trailing comment} read from the class source."""
-    import inspect
-    import io
-    import tokenize
-
-    comments: dict[str, str] = {}
-    source = inspect.getsource(cls)
-    lines = source.splitlines()
-    names = {field.name for field in dataclasses.fields(cls)}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            name = lines[token.start[0] - 1].split(":", 1)[0].strip()  # `    name: type = default  # meaning`
-            if name in names:
-                comments.setdefault(name, token.string.lstrip("#").strip())
-    return comments
+            return getattr(importlib.import_module(_ELSEWHERE[name]), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -102,7 +102,8 @@ def run_labels(logdirs: Sequence[str]) -> list[str]:
 
 def _run_setting(logdir: str, section: str, key: str) -> str | None:
     """A string setting of the run's config.yaml (`env.task`, `policy.test`), if it has one."""
-    from planet_sac.config import ConfigError, load_yaml
+    from planet_sac.config import ConfigError
+    from planet_sac.config_loading import load_yaml
 
     try:
         with open(os.path.join(logdir, "config.yaml"), "rb") as file:

@@ -40,7 +40,8 @@ import shutil
 import time
 from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, cast
 
-from planet_sac.config import POLICIES, Config, ConfigError, diff, read_config_file
+from planet_sac.config import POLICIES, Config, ConfigError
+from planet_sac.config_loading import diff, read_config_file
 from planet_sac.metrics import read_metrics
 from planet_sac.plotting import read_scores
 
@@ -413,7 +414,7 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
               eval_episodes: int = 10, compare_episodes: int = 5, progress: bool = True) -> list[dict]:
     """Runs every seed x task (seed 0 of every task first), skipping finished runs and runs another suite process
     on the same `out` has claimed; returns one summary per run."""
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
 
     if env_steps < 1:
         raise ConfigError(f"--env-steps={env_steps}: must be >= 1")

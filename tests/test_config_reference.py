@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
+import types
 
 import pytest
 import yaml
 
-from planet_sac.config import Config, ConfigError, _field_comments, apply_overrides, config_reference
+from planet_sac.config import Checks, Config, ConfigError, apply_overrides, config_reference, load_config
+from planet_sac.config_docs import _field_comments
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "config.md"
@@ -95,3 +98,59 @@ def test_a_field_without_a_meaning_is_refused():
         undocumented: int = 2
 
     assert _field_comments(Section) == {"documented": "what it means"}
+
+
+def config_module_state() -> dict[str, str]:
+    """The repr of every value the config modules hold between calls: their globals and their classes' attributes
+    (functions, imported modules and typing forms aside), objects by their attributes."""
+    state = {}
+    for module_name, module in sorted(sys.modules.items()):
+        if module_name != "planet_sac.config" and not module_name.startswith("planet_sac.config_"):
+            continue
+        for name, value in vars(module).items():
+            if name.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType)) \
+                    or getattr(value, "__module__", None) == "typing":
+                continue
+            if isinstance(value, type):
+                if value.__module__ == module_name:
+                    state.update({f"{module_name}.{name}.{attribute}": repr(item) for attribute, item in vars(value).items()
+                                  if not attribute.startswith("__") and not callable(item)})
+                continue
+            state[f"{module_name}.{name}"] = repr(getattr(value, "__dict__", value))
+    return state
+
+
+def test_validation_records_nothing_outside_the_reference():
+    config_reference()  # imports every config module
+    before = config_module_state()
+    checks = Checks()
+    Config().validate(checks)
+    assert checks.allowed is None
+    apply_overrides(Config(), ["sac.n_step=2", "cem.top_k=10"])
+    load_config(ROOT / "configs" / "smoke.yaml")
+    with pytest.raises(ConfigError, match=re.escape("cem.top_k=2000: must be <= cem.candidates (is 1000)")):
+        apply_overrides(Config(), ["cem.top_k=2000"])
+    assert config_module_state() == before
+    config_reference()
+    assert config_module_state() == before  # the reference's records went with its Checks
+
+
+def test_the_reference_is_the_same_twice_and_amid_other_validations(monkeypatch):
+    """The ranges the reference documents are its own validation's: another one made meanwhile (another caller,
+    another thread) neither adds to them nor sees them."""
+    first = config_reference()
+    assert config_reference() == first
+    note, interleaved = Checks.note, []
+
+    def note_amid_other_validations(self: Checks, key: str, allowed: str) -> None:
+        if not interleaved:  # once, while the reference records its first key
+            interleaved.append(key)
+            plain = Checks()
+            Config().validate(plain)
+            apply_overrides(Config(), ["sac.n_step=2"])
+            assert plain.allowed is None
+        note(self, key, allowed)
+
+    monkeypatch.setattr(Checks, "note", note_amid_other_validations)
+    assert config_reference() == first
+    assert interleaved == ["env.task"]

@@ -31,7 +31,8 @@ from gymnasium import spaces
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import CheckpointError, find_run_config, latest_checkpoint
-from planet_sac.config import Config, ConfigError, apply_overrides
+from planet_sac.config import Config, ConfigError
+from planet_sac.config_loading import apply_overrides
 from planet_sac.envs import make_envs
 
 log = logging.getLogger("planet_sac")

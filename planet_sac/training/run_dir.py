@@ -19,7 +19,8 @@ from typing import IO, Sequence
 
 import tensorflow as tf
 
-from planet_sac.config import Config, ConfigError, apply_overrides, diff, load_config, read_config_file
+from planet_sac.config import Config, ConfigError
+from planet_sac.config_loading import apply_overrides, diff, load_config, read_config_file
 from planet_sac.episodes.storage import list_episodes
 
 log = logging.getLogger("planet_sac")

@@ -34,7 +34,8 @@ from tqdm import tqdm
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve, restore_filtered
-from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
+from planet_sac.config import Config, ConfigError, PolicyConfig
+from planet_sac.config_loading import load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, episode_limit, episode_seed, make_env, make_envs
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset

@@ -1,6 +1,8 @@
 # Two commands do all set-up on a fresh machine:
-#   make train   creates .venv, installs planet-sac with its extras (uv, from PyPI: about 20 s where pip took 43-70), trains the default agent
-#   make test    same set-up, then ruff, mypy (planet_sac/, configured in pyproject.toml), the large-file check (scripts/check_large_files.py) and the test suite (TEST_WORKERS=3 pytest-xdist processes: on 2 cores the third uses the time the others wait on subprocesses; 0 runs it serially)
+#   make train      creates .venv, installs planet-sac with its extras (uv, from PyPI), trains the default agent
+#   make test       the same set-up, then ruff, mypy (planet_sac/), the large-file check and every test
+#   make test-fast  the tests not marked `slow` (no subprocesses, no end-to-end runs): the inner loop
+# TEST_WORKERS pytest-xdist processes (0: serially); docs/performance.md has what each takes.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,12 +12,12 @@ LOGDIR ?= logdir/pendulum
 TEST_WORKERS ?= 3
 export MUJOCO_GL ?= egl
 
-.PHONY: install train evaluate test bench clean
+.PHONY: install train evaluate test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv
-	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e ".[dmc,test]"  # --compile-bytecode: as pip does; where PYTHONDONTWRITEBYTECODE is set (as here), every process would otherwise compile TensorFlow from source (make test 7m15 -> 9m21)
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e ".[dmc,test]"  # --compile-bytecode: as pip does (with PYTHONDONTWRITEBYTECODE set, every process would compile TensorFlow again)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,6 +37,9 @@ test: $(STAMP)
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_large_files.py
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" --durations=5
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -162,6 +162,19 @@ def save_version(run: str, value: float, step: int) -> None:
         trainer.close()
 
 
+TRAINED_RUN_FIXTURES = {"smoke_run", "mirrored", "never_stopped", "image_run"}
+"""Fixtures that train or build a run (once per worker process): a test that uses one is end to end, so `slow`."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Marks the tests that use a trained run `slow`, then puts the `slow` tests first (each file's in their order):
+    workers start on the long ones, so no long test is left to run alone at the end while the others are idle."""
+    for item in items:
+        if TRAINED_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 _exit_status = 0
 
 

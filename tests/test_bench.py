@@ -11,6 +11,7 @@ from planet_sac.benchmark import SIZES, planning_flops
 from tests.conftest import BFLOAT16_HIDDEN
 
 
+@pytest.mark.slow
 def test_bench_writes_every_documented_key(tmp_path, capsys):
     """`planet-sac bench` in this process (the command line's entry point runs in other tests' subprocesses)."""
     from planet_sac.cli import main

@@ -99,6 +99,7 @@ def test_a_changed_config_of_a_run_that_never_updated_says_to_start_again(tmp_pa
     assert "changed: model.deter_size" in err and f"it has made no update yet: delete {logdir}" in err
 
 
+@pytest.mark.slow
 def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path, capsys):
     """One command, four policies on the same environment seed: a row each, four different returns, the
     deterministic SAC mode repeats exactly, and the video is the first policy's episode."""
@@ -118,6 +119,7 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
     assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
 
 
+@pytest.mark.slow
 def test_evaluating_a_run_that_has_not_trained_says_so(tmp_path, capsys):
     logdir = str(tmp_path / "run")
     assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "0", "--quiet"]) == 0
@@ -138,6 +140,7 @@ def test_evaluate_refuses_a_video_it_could_not_write_before_any_episode(trained,
         assert message in err and "return" not in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["cem", "sac"])
 def test_collect_with_a_trained_policy(trained, tmp_path, policy):
     logdir, _ = trained
@@ -236,6 +239,7 @@ def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, t
     assert len(model) + len(run_state) + 4 + 2 == len(trainer.variables)  # + the other four counters/, two run_state/
 
 
+@pytest.mark.slow
 def test_offline_training_from_shipped_data_and_imagination_on_a_task_that_terminates_warns_once(tmp_path):
     """Offline training from the shipped episodes (one made to end in a termination): no environment episode is
     collected and no test phase runs. With imagined SAC transitions and no continuation head, the replayed

@@ -202,6 +202,7 @@ def test_chunks_longer_than_the_tasks_own_episodes_are_refused_too(tmp_path, cap
     assert not os.path.exists(logdir)
 
 
+@pytest.mark.slow
 def test_chunks_as_long_as_the_collected_episodes_train(tmp_path, capsys):
     """env.time_limit=10 gives 11-step episodes (the first observation and 10 steps): chunks of 11 fit them."""
     assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--set", "data.chunk_length=11",
@@ -259,6 +260,7 @@ def test_programming_errors_keep_their_traceback(error, monkeypatch, tmp_path):
         main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--quiet"])
 
 
+@pytest.mark.slow
 def test_train_steps_zero_restores_and_stops_without_updates(run, tmp_path, capsys):
     new = tmp_path / "new_head"
     assert main(["train", "--config", SMOKE, "--logdir", str(new), "--restore-from", run, "--include", "world_model/",

@@ -33,6 +33,7 @@ def acting_values(collector: Collector) -> dict[str, np.ndarray]:
     return {name: variable.numpy().copy() for name, variable in collector.variables.items()}
 
 
+@pytest.mark.slow
 def test_collector_writes_episodes_reloads_a_newer_checkpoint_and_per_checkpoint_waits_for_the_next(run, tmp_path):
     """One per-checkpoint collector: it writes episodes acting with the newest checkpoint (step 10), reloads a newer
     one (11) whole between rounds, keeps its weights when nothing is newer, and in a run of two rounds plays the
@@ -128,6 +129,7 @@ def test_a_damaged_newer_checkpoint_is_never_half_applied(run, tmp_path, caplog)
         collector.close()
 
 
+@pytest.mark.slow
 def test_reloading_while_the_learner_writes_and_rotates_gives_whole_versions(run, tmp_path):
     """Checkpoints written (and old ones deleted, max_to_keep=3) while the collector reloads: never a mix."""
     from planet_sac.training.run_dir import resolve_run_config
@@ -164,6 +166,7 @@ def test_reloading_while_the_learner_writes_and_rotates_gives_whole_versions(run
         collector.close()
 
 
+@pytest.mark.slow
 def test_collect_command_follows_a_run(run, tmp_path, capsys):
     outdir = str(tmp_path / "out")
     assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "2",
@@ -226,6 +229,7 @@ def test_a_collector_waiting_for_its_run_checks_its_set_keys_before_writing(tmp_
         check_override_keys(["cem.candidates=many"])
 
 
+@pytest.mark.slow
 def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):
     config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=6", "schedule.collect_every=2",
                                             "schedule.checkpoint_every=1000", "schedule.test_episodes=0"])

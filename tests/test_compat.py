@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from planet_sac.agent import load_agent
@@ -27,6 +28,7 @@ def stored(name: str) -> np.ndarray:
     return tf.train.load_checkpoint(PREFIX).get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE")
 
 
+@pytest.mark.slow
 def test_an_old_run_loads_as_an_agent_and_acts():
     config, agent, env, step = load_agent(str(OLD_RUN))
     assert step == 10 and config.env.num_envs == 1 and config.schedule.collect  # new keys take their defaults
@@ -41,6 +43,7 @@ def test_an_old_run_loads_as_an_agent_and_acts():
     env.close()
 
 
+@pytest.mark.slow
 def test_an_old_run_resumes_exactly_where_it_stopped(tmp_path):
     logdir = tmp_path / "run"
     shutil.copytree(OLD_RUN, logdir)

@@ -151,6 +151,7 @@ def test_the_learner_trains_the_head_and_the_sac_head_sees_its_discounts(smoke_c
     assert np.all((imagined_discount > 0.0) & (imagined_discount < 1.0))  # sigmoid outputs, not the constant 1
 
 
+@pytest.mark.slow
 def test_the_xla_policy_acts_with_the_head():
     """The phase-gated policy, compiled with XLA (the default), acts in every branch on a model with a
     continuation head, without retracing."""
@@ -173,6 +174,7 @@ def test_the_xla_policy_acts_with_the_head():
     assert policy.traces == 1
 
 
+@pytest.mark.slow
 def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path, monkeypatch):
     """gym:InvertedPendulum-v5: random episodes last 2-9 agent steps, shorter than a 10-step chunk. They are
     padded with their absorbing state (not skipped, which left no data at all) and the head learns from them;

@@ -283,6 +283,7 @@ def switch_phases_and_policies(policy, envs: int) -> None:
             assert np.all(np.abs(action.numpy()) <= 1.0)
 
 
+@pytest.mark.slow
 def test_switching_phase_and_policy_never_retraces():
     """The graph policy; the XLA policy switches too in test_xla_policy_computes_what_the_graph_policy_computes."""
     model, sac = tiny_agent(action_size=1)
@@ -292,6 +293,7 @@ def test_switching_phase_and_policy_never_retraces():
     assert policy.traces == 1
 
 
+@pytest.mark.slow
 def test_policy_dispatch_follows_the_phase_mapping():
     model, sac = tiny_agent(action_size=1)
     policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4, exploration_noise=0.0),
@@ -358,6 +360,7 @@ def test_known_optimum_agent_is_what_it_claims():
     assert plain[0] < plain[1] < plain[2] and guided[0] > guided[1] > guided[2]
 
 
+@pytest.mark.slow
 def test_cem_branch_returns_the_planned_action_and_the_sac_guided_cem_branch_follows_the_critic():
     """One graph policy (XLA: test_xla_policy_...) on the known-optimum agent, its branches switched without a
     retrace: CEM in the train and the test phase finds the top of the reward; SAC-guided CEM follows the critic."""
@@ -373,6 +376,7 @@ def test_cem_branch_returns_the_planned_action_and_the_sac_guided_cem_branch_fol
     assert policy.traces == 1
 
 
+@pytest.mark.slow
 def test_xla_policy_computes_what_the_graph_policy_computes():
     """One XLA-compiled policy (one compile for all branches): CEM finds the top of the reward, SAC-guided CEM
     follows the critic, and the deterministic parts are the graph's numbers: the posterior's mean and std, and SAC's
@@ -398,6 +402,7 @@ def test_xla_policy_computes_what_the_graph_policy_computes():
     assert policy.traces == 1
 
 
+@pytest.mark.slow
 def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_stream():
     """`policy.jit_compile` reaches the policy: XLA's random stream differs from the graph's for the same seed
     (TensorFlow's stateful generator compiles differently), a seed still fixes it, and it is uniform in [-1, 1]."""
@@ -420,6 +425,7 @@ def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_strea
     assert abs(values.mean()) < 0.05 and abs(values.std() - 1 / np.sqrt(3)) < 0.03  # U(-1, 1): std 0.577
 
 
+@pytest.mark.slow
 def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
     """Test phase: tanh(actor mean) of a posterior *sample*, as the model and SAC train on (and as PlaNet's
     MPCAgent and Dreamer's policy act), computed here in numpy with the policy's first normal draw as noise."""
@@ -476,6 +482,7 @@ def test_actor_trajectories_sample_the_actor_or_its_mode_with_a_fixed_std(actor_
         np.testing.assert_allclose(first.mean(0), mode, atol=3 * actor_std / np.sqrt(count) + 1e-4)
 
 
+@pytest.mark.slow
 def test_several_policies_in_one_process_give_no_retracing_warning(tensorflow_warnings):
     """An evaluation of several policies builds one Policy each; each traces once, which TensorFlow used to count
     together (keyed by Policy._act's code) and warn about as excessive retracing."""

@@ -8,6 +8,8 @@ import sys
 import tomllib
 from importlib.metadata import packages_distributions
 
+import pytest
+
 from tests.conftest import ROOT
 
 # Declared on purpose although no file imports them, with the reason.
@@ -59,6 +61,7 @@ def third_party_imports(folder: str) -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_import_is_declared_where_it_is_needed():
     groups = declared()
     where = {"planet_sac": groups[""] | groups["dmc"], "examples": groups[""],

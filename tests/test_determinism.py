@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from planet_sac.checkpoints import list_variables, resolve
 from planet_sac.config import load_config
@@ -40,6 +41,7 @@ def _train(logdir: Path, seed: int) -> None:
     train(load_config(SMOKE, [*SETTINGS, f"seed={seed}", f"env.seed={seed}"]), str(logdir), progress=False)
 
 
+@pytest.mark.slow
 def test_same_seed_same_run_other_seed_other_run(tmp_path):
     _train(tmp_path / "a", seed=3)
     command = [sys.executable, "-m", "planet_sac", "train", "--config", str(SMOKE), "--logdir", str(tmp_path / "b"),
@@ -104,6 +106,7 @@ def test_trainer_turns_on_op_determinism_and_turns_off_grappler(tmp_path):
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
 
 
+@pytest.mark.slow
 def test_pixel_world_model_gradient_repeats_at_planet_batch():
     """At PlaNet's chunk batch (16 x 50 images, tiny networks) the compiled gradient of the world model's loss,
     called again on the same weights and inputs, is the same to the bit. With Grappler on it was not: the

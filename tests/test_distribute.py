@@ -68,6 +68,7 @@ def mirrored(tmp_path_factory):
     return np.load(made / "results.npz")
 
 
+@pytest.mark.slow
 def test_two_replicas_make_the_update_of_one_device(mirrored):
     """World model, its Adam slots, the SAC head (actor, critics, targets, alpha, their slots), counters and rng."""
     assert int(mirrored["replicas"]) == 2
@@ -99,6 +100,7 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+@pytest.mark.slow
 def test_two_workers_hold_identical_weights_equal_to_one_device(tmp_path, mirrored):
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     outs = [str(tmp_path / f"worker{index}.npz") for index in range(2)]
@@ -120,6 +122,7 @@ def test_two_workers_hold_identical_weights_equal_to_one_device(tmp_path, mirror
     assert [int(r["worker_seed"]) for r in (first, second)] == [7, 7 + distribute.WORKER_SEED_STRIDE]
 
 
+@pytest.mark.slow
 def test_two_train_commands_with_tf_config_train_as_one(tmp_path):
     """The recipe of the README: the same `planet-sac train` on each worker, each with its own logdir."""
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
@@ -152,6 +155,7 @@ def checkpoint_tensors(logdir) -> dict[str, np.ndarray]:
     return {key[len("variables/"):-len("/.ATTRIBUTES/VARIABLE_VALUE")]: reader.get_tensor(key) for key in keys}
 
 
+@pytest.mark.slow
 def test_checkpoints_move_between_strategies(tmp_path):
     """Without a strategy -> resumed under MirroredStrategy (every replica restored) -> resumed without one again."""
     from planet_sac.training.trainer import Trainer

@@ -77,6 +77,7 @@ def test_gym_image_obs():
     assert obs["image"].min() < obs["image"].max()
 
 
+@pytest.mark.slow
 @needs_dmc
 def test_dmc_image_obs_changes_with_physics():
     env = make_env("dmc:cartpole-swingup", obs="image", action_repeat=4, seed=0)
@@ -89,6 +90,7 @@ def test_dmc_image_obs_changes_with_physics():
     assert not np.array_equal(obs["image"], first["image"])
 
 
+@pytest.mark.slow
 @needs_dmc
 def test_dmc_renders_next_to_tensorflow():
     """MuJoCo's headless GL and TensorFlow crash in one process; dmc envs run in a child."""
@@ -198,6 +200,7 @@ def _trajectory(task: str, seed: int, steps: int = 5) -> list[np.ndarray]:
     return states
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "task", ["gym:Pendulum-v1", pytest.param("dmc:cartpole-swingup", marks=needs_dmc)]
 )
@@ -228,6 +231,7 @@ def test_reset_seed_reproduces_first_obs():
         pytest.param("dmc:cartpole", "cartpole-balance", marks=needs_dmc),
     ],
 )
+@pytest.mark.slow
 def test_bad_task_raises_helpful_value_error(task, hint):
     with pytest.raises(ValueError) as info:
         make_env(task)
@@ -263,6 +267,7 @@ def _dmc_frames(shadow_size, num_envs=None):
     return np.stack(frames).astype(int)
 
 
+@pytest.mark.slow
 @needs_dmc
 def test_shadow_size_reaches_the_renderer_in_single_and_parallel_environments():
     default = _dmc_frames(None)
@@ -292,6 +297,7 @@ for name in ("quadruped-walk", "cheetah-run", "walker-walk"):
 """
 
 
+@pytest.mark.slow
 def test_dm_control_frames_come_from_planets_camera_for_each_domain():
     """Quadruped is filmed with camera 2 (PlaNet's and Dreamer's choice): camera 0 sees the arena from 10 m.
     Read in a child process: MuJoCo's EGL renderer loaded into the test process made later TensorFlow calls there

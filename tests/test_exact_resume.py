@@ -87,6 +87,7 @@ def never_stopped(tmp_path_factory) -> Path:
     return made_once_per_session(tmp_path_factory, "never_stopped", lambda folder: train_in_process(folder / "run", 50)) / "run"
 
 
+@pytest.mark.slow
 def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
     """--train-steps 15 (between checkpoints, a step the schedule logs), then 27 (off the log schedule: the stop's
     final record is dropped when the run goes on), then 50, in new Trainers as new processes would."""

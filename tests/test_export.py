@@ -90,6 +90,7 @@ def in_process_episode(logdir, policy: str) -> dict:
         env.close()
 
 
+@pytest.mark.slow
 def test_exported_policies_act_as_in_process_without_planet_sac(tmp_path, image_run, capsys):
     """Three SavedModels, served by one process without planet_sac (one TensorFlow start for all three):
 
@@ -218,6 +219,7 @@ def test_a_policy_the_run_cannot_act_with_gets_one_line(tmp_path, capsys):
     assert info.value.code == 2
 
 
+@pytest.mark.slow
 def test_a_failed_write_leaves_nothing_under_out(tmp_path, monkeypatch, capsys):
     import tensorflow as tf
 

@@ -29,6 +29,7 @@ def assert_states_close(a, b, rtol, atol=0.0):
         np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)
 
 
+@pytest.mark.slow
 def test_loss_decreases_on_shipped_data(smoke_config):
     from planet_sac.episodes.loader import make_dataset
     from tests.conftest import DATA
@@ -40,6 +41,7 @@ def test_loss_decreases_on_shipped_data(smoke_config):
     assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:5])
 
 
+@pytest.mark.slow
 def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
     """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k), with a
     gradient clip that binds (applied once, to the mean gradient) and the same metrics (means, not sums, over k)."""
@@ -58,6 +60,7 @@ def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
     assert_states_close(state_of(whole), state_of(accumulated), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_infinite_grad_clip_means_no_clipping(smoke_config):
     """optim.grad_clip=.inf is documented as no clipping: the update equals one with a clip no gradient reaches
     (clipping by inf would compute inf * 0 = NaN and poison every weight)."""
@@ -71,6 +74,7 @@ def test_infinite_grad_clip_means_no_clipping(smoke_config):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_compiled_learner_agrees_with_eager_resumes_exactly_and_skips_a_nan_batch(smoke_config, tmp_path):
     """One compiled learner, never checkpointed (a save that changed the learner it saves would show), for three checks:
     its first 3 updates agree with the same updates run eagerly; after 6 it equals a learner checkpointed after 3 and
@@ -182,6 +186,7 @@ def test_nan_in_a_sac_loss_skips_that_sac_update():
     assert float(sac.update(*good, rng=rng)["sac/update_finite"]) == 1.0
 
 
+@pytest.mark.slow
 def test_catch_up_trains_the_head_alone_on_the_frozen_model_and_skipped_sac_updates_are_counted(smoke_config):
     """One learner (3 SAC updates per update, a catch-up round) for both: first the catch-up on a finite model,
     then a head whose critic target is NaN: its updates are skipped and counted, the world model's update is kept."""
@@ -248,6 +253,7 @@ def test_imagination_starts_after_burn_in_once_per_model_update_and_is_split_amo
     np.testing.assert_array_equal(used[np.lexsort(used.T)], pool[np.lexsort(pool.T)])
 
 
+@pytest.mark.slow
 def test_sac_metrics_are_means_over_the_compiled_loop(smoke_config, monkeypatch):
     """A deterministic stand-in for SAC.update in the compiled update: update k (1, 2, 3) reports critic loss k^2
     and is finite unless k = 2; the learner reports the means (14/3, 2/3) and 1 skipped update."""
@@ -274,6 +280,7 @@ def update_graph_ops(learner, batch):
     return len(graph_def.node) + sum(len(function.node_def) for function in graph_def.library.function)
 
 
+@pytest.mark.slow
 def test_sac_updates_and_imagination_are_traced_once_whatever_their_number_and_learners_give_no_retracing_warning(
         smoke_config, tensorflow_warnings):
     """The SAC updates and the imagined rollouts run in in-graph loops: 2 or 6 updates, horizon 3 or 9,

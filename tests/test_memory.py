@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from planet_sac.training.logger import Logger, untracked
 
@@ -14,6 +15,7 @@ def rss_mb() -> float:
         return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+@pytest.mark.slow
 def test_logging_new_values_does_not_keep_memory(tmp_path):
     """8,000 new scalar values through `Logger.scalars` (as 200 log records of a run).
 

@@ -45,6 +45,7 @@ def write_module(folder, name: str, source: str) -> None:
     (folder / f"{name}.py").write_text(textwrap.dedent(source))
 
 
+@pytest.mark.slow
 def test_the_example_environment_trains_from_the_command_line_in_two_processes(module_dir, tmp_path):
     """docs/own_environment.md's example, as a user's module: the environment processes import it themselves."""
     shutil.copy(EXAMPLE, module_dir / "myreach_example.py")
@@ -240,6 +241,7 @@ gymnasium.register("BrokenReset-v0", entry_point=BrokenReset)
 """
 
 
+@pytest.mark.slow
 def test_an_environment_that_raises_on_every_reset_ends_the_run_with_one_line(module_dir, tmp_path):
     """A real command in a real process (a timeout, not a hang, if restarts were endless): 3 restarts, then one line."""
     write_module(module_dir, "broken_envs", BROKEN_ENV)
@@ -258,6 +260,7 @@ def test_an_environment_that_raises_on_every_reset_ends_the_run_with_one_line(mo
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @needs_dmc
 def test_dm_control_deprecation_warning_is_silenced_and_other_absl_warnings_are_not():
     """In a fresh interpreter (dm_control next to TensorFlow crashes): cheetah's XML triggers the warning."""

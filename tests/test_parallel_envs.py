@@ -16,6 +16,7 @@ from planet_sac.envs import LocalEnvs, ParallelEnvs, environment_seed, make_env,
 TASK = dict(task="gym:Pendulum-v1", obs="state", action_repeat=2, image_size=64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [2, 3])
 def test_each_process_plays_what_its_own_environment_would(count):
     rng = np.random.default_rng(0)
@@ -64,6 +65,7 @@ def test_only_the_given_environments_step_and_one_resets_alone():
             env.close()
 
 
+@pytest.mark.slow
 def test_a_killed_process_is_restarted_and_reported_as_crashed(caplog):
     envs = make_envs(EnvConfig(time_limit=50, **TASK), seed=0, num_envs=3)
     try:
@@ -92,6 +94,7 @@ def test_one_environment_stays_in_this_process():
     envs.close()
 
 
+@pytest.mark.slow
 def test_a_single_mujoco_environment_is_restarted_when_its_process_dies(caplog):
     """MuJoCo tasks run in a child process anyway; with num_envs=1 it used to be the one child nobody restarted,
     so a crash ended the run instead of dropping the partial episode."""
@@ -131,6 +134,7 @@ def test_a_process_killed_between_episodes_is_restarted_by_reset(caplog):
         envs.close()
 
 
+@pytest.mark.slow
 def test_training_with_two_environment_processes(tmp_path):
     """env.num_envs=2: N episodes every N * collect_every updates, each its own file, counted once; the test phase
     (one environment in this process) runs beside the environment processes."""

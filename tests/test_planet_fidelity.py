@@ -228,6 +228,7 @@ def test_zero_train_steps_means_zero_updates(short_schedule, tmp_path):
         trainer.close()
 
 
+@pytest.mark.slow
 def test_filtered_restore_keeps_the_new_runs_test_phases(short_schedule, smoke_run, tmp_path):
     """Restoring everything from a run that already had test phases must not skip the new run's first one
     (a test phase every 2 updates: with the source's counter of 2 test phases it would be skipped)."""

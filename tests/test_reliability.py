@@ -24,6 +24,7 @@ def load_bench(name):
     return module
 
 
+@pytest.mark.slow
 def test_survives_sigkill_at_random_moments(tmp_path):
     kill_resume = load_bench("kill_resume")
     # Two kills: one during start-up, one while training (cycle % 5 decides); bench/kill_resume.py runs 50.
@@ -33,6 +34,7 @@ def test_survives_sigkill_at_random_moments(tmp_path):
     assert summary["episodes"] > 0
 
 
+@pytest.mark.slow
 def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
     directory = str(tmp_path / "shared")
     command = [sys.executable, "-m", "planet_sac", "collect", "--task", "gym:Pendulum-v1", "--obs", "state",
@@ -58,6 +60,7 @@ def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
         load_episode(path)
 
 
+@pytest.mark.slow
 def test_nan_updates_stop_a_run_with_its_checkpoint_intact_a_trainer_resumes_it_and_a_finished_run_stays_unchanged(
         tmp_path, monkeypatch):
     """Consecutive NaN updates stop the run (NonFiniteError) and leave its last good checkpoint, all finite, the latest.

@@ -68,6 +68,7 @@ def hold_lock(logdir: str) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow
 def test_a_second_learner_is_refused_with_the_holders_pid_and_host_and_a_killed_holders_stale_lock_is_taken_over(
         run, tmp_path, capsys, warnings):
     """While another process holds the run's lock, a second learner (command line or Python API) is refused and
@@ -118,6 +119,7 @@ def assert_a_stale_lock_is_taken_over_with_a_warning(logdir: str, killed_pid: in
     assert not warnings  # nothing stale after a clean release
 
 
+@pytest.mark.slow
 def test_a_learner_stopped_by_sigterm_releases_the_lock_and_a_second_one_meanwhile_is_refused(tmp_path, capsys):
     """A real `planet-sac train` holds the lock while it trains; a second one (the same command, run in this
     process: another process than the holder's) is refused; SIGTERM releases it.
@@ -187,6 +189,7 @@ def acting_key(run: str) -> str:
                 if key.startswith("variables/world_model/") and "kernel" in key)
 
 
+@pytest.mark.slow
 def test_every_reader_falls_back_past_damaged_newer_checkpoints_to_the_newest_readable_one(run, tmp_path, capsys,
                                                                                           warnings):
     """evaluate, collect and train --restore-from on one run whose three newest checkpoints are damaged three ways
@@ -264,6 +267,7 @@ def test_a_run_whose_checkpoints_were_deleted_is_not_started_over_on_top_of_its_
     assert not os.path.exists(f"{run}/checkpoints") or not os.listdir(f"{run}/checkpoints")
 
 
+@pytest.mark.slow
 def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs_lost_steps_once(smoke_run, tmp_path,
                                                                                                 warnings):
     """On a copy of the session's smoke run (conftest.smoke_run: trained to 10, resumed to 20, a test phase at each)."""
@@ -348,6 +352,7 @@ def fill(path: str, leave_kb: int) -> str:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_reported_as_such_and_the_run_resumes_once_space_is_freed(tmp_path, monkeypatch, capsys):
     """The run (ckpt-10) trains to 20 (an episode written on the nearly full disk) and fails saving ckpt-20; once
     space is freed it resumes from ckpt-10."""
@@ -435,6 +440,7 @@ def test_include_and_exclude_selecting_nothing_is_refused_like_an_include_alone(
                  "--train-steps", "0", "--quiet"]) == 0  # the corrected command starts the run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["video.mp4", "video.gif"])
 def test_an_interrupted_video_leaves_no_file_and_a_finished_one_is_whole(tmp_path, name):
     import imageio.v2 as imageio
@@ -463,6 +469,7 @@ def test_an_interrupted_video_leaves_no_file_and_a_finished_one_is_whole(tmp_pat
     assert len(imageio.mimread(path)) == 40
 
 
+@pytest.mark.slow
 def test_evaluating_several_policies_builds_once_and_gives_each_policys_own_result(run, monkeypatch):
     from planet_sac.acting import evaluation
 
@@ -556,6 +563,7 @@ def _copy_an_episode(logdir) -> None:
     save_episode(folder, load_episode(list_episodes(folder)[-1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stopped", ["between_checkpoints", "before_the_first_update"])
 def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collection_redone(tmp_path, stopped):
     """A run killed after a collection but before the next checkpoint redoes the collection as the uninterrupted run
@@ -587,6 +595,7 @@ def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collectio
     assert records[-1]["episodes"] == 2 + total // 5 and records[-1]["env_steps"] == (2 + total // 5) * 50 * 2  # time_limit 50 x action_repeat 2
 
 
+@pytest.mark.slow
 def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_resume(tmp_path):
     """Two environments: one finished its episode (saved at once) before the kill, the other did not. The resumed
     run sets the finished one aside and redoes the whole collection, ending with an uninterrupted run's 6 episodes,
@@ -612,6 +621,7 @@ def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_r
     assert [r["step"] for r in records if "train/return" in r] == [10, 20]
 
 
+@pytest.mark.slow
 def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(tmp_path, monkeypatch):
     """The kill comes after the second test phase saved its episode, before its checkpoint. The resumed run redoes
     the phase and ends with an uninterrupted run's test episodes (2 seed + 1 per phase), the first attempt's
@@ -645,6 +655,7 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
     assert [name for name in os.listdir(logdir / "test_episodes") if name.startswith(".")] == []
 
 
+@pytest.mark.slow
 def test_a_resumed_run_still_collects_on_top_of_episodes_that_were_there_before_it(tmp_path):
     """Episodes a user put into train_episodes before the run started are not collections the run skips."""
     logdir = tmp_path / "run"

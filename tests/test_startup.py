@@ -28,6 +28,7 @@ def noise(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if any(word in line for word in NOISE)]
 
 
+@pytest.mark.slow
 def test_help_collect_and_train_start_quietly(tmp_path):
     help_run = run("--help", cwd=tmp_path)
     assert help_run.returncode == 0 and "plot" in help_run.stdout
@@ -45,6 +46,7 @@ def test_help_collect_and_train_start_quietly(tmp_path):
     assert "started from scratch" in train.stderr and train.stdout.startswith("done: step 2")
 
 
+@pytest.mark.slow
 def test_verbose_shows_tensorflow_start_up_lines(tmp_path):
     verbose = run("collect", "--task", "gym:Pendulum-v1", "--obs", "state", "--episodes", "1", "--time-limit", "10",
                   "--outdir", str(tmp_path / "episodes"), "--verbose", cwd=tmp_path)
@@ -61,6 +63,7 @@ def test_only_known_start_up_lines_count_as_noise():
     assert not is_startup_noise("ImportError: libcudnn.so.9: cannot open shared object file")
 
 
+@pytest.mark.slow
 def test_quiet_prints_only_the_result(tmp_path, capsys):
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(tmp_path / "run"), "--train-steps", "2",
                  "--quiet"]) == 0

@@ -204,6 +204,7 @@ def test_bad_suite_arguments_fail_before_any_run(tmp_path):
 # ----------------------------------------------------------------------------- a tiny suite
 
 
+@pytest.mark.slow
 def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_vanished_run(tmp_path):
     """One tiny suite of two seeds through every state a run can be in when the suite starts:
 
@@ -305,6 +306,7 @@ def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_v
     assert result["evaluation"]["cem"]["returns"] == resumed_returns["evaluation"]["cem"]["returns"][:1]
 
 
+@pytest.mark.slow
 def test_rendering_cost_of_an_image_task_is_measured():
     config = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.task=dmc:cartpole-swingup"])
     per_frame = suite.render_seconds_per_frame(config, frames=3)
@@ -374,6 +376,7 @@ def test_several_action_repeats_follow_one_flag(tmp_path, monkeypatch):
     assert seen["explicit_repeats"] == ["gym:Pendulum-v1=2", "dmc:hopper-hop=4", "gym:Other-v0=3"]
 
 
+@pytest.mark.slow
 def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
     """Episode k of every policy is seeded with seed + k, as `planet-sac evaluate --seed`: the suite's published
     comparisons start where an evaluation of the same seed does (it used to seed only the first reset)."""

@@ -64,6 +64,7 @@ def test_logger_video_is_an_image_summary_tensorboard_plays(tmp_path):
     np.testing.assert_array_equal([frame[0, 0, 0] for frame in decoded], np.round(np.linspace(0, 255, 5)))
 
 
+@pytest.mark.slow
 def test_open_loop_video_shows_truth_model_and_error(tmp_path):
     """Offline training of an image model: the open-loop video and `model/open_loop_mse` beside `loss/image`."""
     logdir = str(tmp_path / "pixels")

@@ -17,6 +17,7 @@ def compare_config(smoke_config):
                                           "policy.test=cem", "policy.compare=[random, sac, cem]"])
 
 
+@pytest.mark.slow
 def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run_before_the_test_phase(
         compare_config, tmp_path, monkeypatch):
     """The run also checks the catch-up rounds when CEM collects (sac.catchup_rounds=3, 10 updates, one CEM collection
@@ -126,6 +127,7 @@ def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
     assert config.sac.catchup_rounds > 0 and config.sac.updates_per_step > 0
 
 
+@pytest.mark.slow
 def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration(smoke_config, tmp_path, monkeypatch):
     """20 updates with a collection every 5 and a test phase every 10: CEM collects the 1st and 3rd episodes, the SAC
     head (sampling its actions: the train phase) the 2nd and 4th, each after its catch-up rounds; the train-phase policy
@@ -173,6 +175,7 @@ def test_sac_share_is_a_share(smoke_config, value):
         apply_overrides(smoke_config, [f"policy.sac_share={value}"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first, every, steps, expected", [
     (5, 10, 25, [5, 15, 25]),  # the first earlier: the benchmark's 10k, 20k, ... env steps after 5k of seed episodes
     (12, 10, 11, []),

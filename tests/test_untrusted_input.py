@@ -76,6 +76,7 @@ def test_anchors_without_aliases_still_load(tmp_path):
     assert load_config(path).env.task == "gym:Pendulum-v1"
 
 
+@pytest.mark.slow
 def test_huge_values_are_cut_in_messages(tmp_path, capsys):
     # No alias: 100,000 names written out (0.7 MB). The message quotes a few, not all.
     path = tmp_path / "long.yaml"
@@ -162,6 +163,7 @@ def records(logdir) -> list[dict]:
         return [json.loads(line) for line in file]
 
 
+@pytest.mark.slow
 def test_offline_data_is_read_in_the_tasks_format_not_the_first_files(tmp_path, capsys):
     data = tmp_path / "data"
     names = pendulum_copy(data, first_action_dim=2)

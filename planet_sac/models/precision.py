@@ -1,18 +1,13 @@
-"""`optim.precision: auto`: mixed bfloat16 where the CPU's bfloat16 path was measured faster, float32 elsewhere.
+"""`optim.precision: auto`: mixed bfloat16 where the CPU computes bfloat16 natively and faster, float32 elsewhere.
 
-mixed_bfloat16 runs the conv encoder and decoder (and the reward head) in bfloat16. Measured on the
-update of `configs/dmc_vision_cpu_v1.yaml` (docs/performance.md, "Which precision when"):
-- AMD EPYC with AVX512-BF16: 1.2-1.8x faster;
-- Intel Xeon with AVX512-BF16 but no AMX (AMX hidden by the hypervisor): 1.32x *slower*, so
-  AVX512-BF16 alone counts only on AMD;
-- AVX2 only: TensorFlow emulates bfloat16, 11-14x slower.
-AMX (`amx_bf16`) is the unit Intel built for it and is taken as native. `auto` reads the vendor and
-flags from /proc/cpuinfo, and keeps float32 for state observations (no convolutions, nothing to
-gain) and when a GPU is visible (the flags say nothing about it). Where `ONEDNN_MAX_CPU_ISA` caps oneDNN
-below an instruction set (e.g. `AVX2`, to stand in for an AVX2-only CPU), the flags it hides count as absent.
-The choice is logged once per process.
+mixed_bfloat16 runs the conv encoder and decoder (and the reward head) in bfloat16. `auto` reads the vendor and
+flags from /proc/cpuinfo and chooses mixed_bfloat16 for image observations with `amx_bf16`, or `avx512_bf16` on
+an AMD CPU; float32 for state observations (no convolutions, nothing to gain), on every other CPU (bfloat16
+emulated or measured slower) and when a GPU is visible (the flags say nothing about it). Where
+`ONEDNN_MAX_CPU_ISA` caps oneDNN below an instruction set (e.g. `AVX2`, to stand in for an AVX2-only CPU), the
+flags it hides count as absent. The choice is logged once per process. The measurements behind these rules are
+in docs/performance.md, "Which precision when".
 """
-
 from __future__ import annotations
 
 import logging

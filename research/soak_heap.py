@@ -2,7 +2,7 @@
 
 Usage:
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:14 \
-        nice -n 10 .venv/bin/python bench/soak_heap.py --minutes 30 --logdir /tmp/soak_heap --out /tmp/soak_heap_prof
+        nice -n 10 .venv/bin/python research/soak_heap.py --minutes 30 --logdir /tmp/soak_heap --out /tmp/soak_heap_prof
     jeprof --text --base=/tmp/soak_heap_prof/warm.heap .venv/bin/python /tmp/soak_heap_prof/end.heap | head -40
 
 Trains the soak configuration (`bench/soak.py`'s overrides of the smoke config) in this

@@ -1,7 +1,7 @@
-"""Which call stacks' live allocations grew between two jemalloc heap profiles (`bench/soak_heap.py`'s dumps).
+"""Which call stacks' live allocations grew between two jemalloc heap profiles (`research/soak_heap.py`'s dumps).
 
 Usage:
-    python3 bench/soak_heapdiff.py /tmp/soak_heap_prof/warm.heap /tmp/soak_heap_prof/end.heap [TOP] [DEPTH]
+    python3 research/soak_heapdiff.py /tmp/soak_heap_prof/warm.heap /tmp/soak_heap_prof/end.heap [TOP] [DEPTH]
 
 A stand-in for `jeprof --base`, which did not finish symbolizing TensorFlow's libraries within
 5 minutes on the shared machine. It un-samples each stack's bytes as jeprof does

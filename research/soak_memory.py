@@ -1,7 +1,7 @@
 """Where the soak's resident memory goes: the soak run in-process, under tracemalloc.
 
 Usage:
-    nice -n 10 .venv/bin/python bench/soak_memory.py --minutes 25 --logdir /tmp/soak_memory
+    nice -n 10 .venv/bin/python research/soak_memory.py --minutes 25 --logdir /tmp/soak_memory
 
 Trains the soak configuration (`bench/soak.py`'s overrides of the smoke config) in this
 process and samples every `--interval` seconds: resident memory (RSS) and the memory Python

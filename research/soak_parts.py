@@ -1,7 +1,7 @@
 """Which part of a training step holds on to memory: each part of the soak's loop repeated alone.
 
 Usage:
-    nice -n 10 .venv/bin/python bench/soak_parts.py --logdir /tmp/soak_parts [--repeats 3000]
+    nice -n 10 .venv/bin/python research/soak_parts.py --logdir /tmp/soak_parts [--repeats 3000]
 
 Builds the soak run (`bench/soak.py`'s config) in-process, then repeats one part of the
 training loop at a time: a world-model + SAC update on one fixed batch, drawing a batch

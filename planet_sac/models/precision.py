@@ -8,6 +8,7 @@ emulated or measured slower) and when a GPU is visible (the flags say nothing ab
 flags it hides count as absent. The choice is logged once per process. The measurements behind these rules are
 in docs/performance.md, "Which precision when".
 """
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,4 @@
-"""Planning levers: bfloat16 rollouts and the warm start from the previous step's plan."""
+"""Planning speed levers: bfloat16 rollouts and the warm start from the previous step's plan (what they change in the plan)."""
 
 from __future__ import annotations
 

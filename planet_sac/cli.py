@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 from typing import Sequence
 
@@ -243,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
         print(f"planet-sac {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away (`planet-sac configs | head`): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would raise again
+        return 141  # 128 + SIGPIPE, the shell's status for a process ended by a closed pipe
     except Exception as error:
         path = _disk_full(error)
         if path is None and not isinstance(error, out_of_memory):

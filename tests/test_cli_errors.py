@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -271,3 +272,16 @@ def test_train_steps_zero_restores_and_stops_without_updates(run, tmp_path, caps
     old = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{run}/checkpoints"))
     key = "variables/world_model/rssm/gru/gates_kernel/.ATTRIBUTES/VARIABLE_VALUE"
     assert (reader.get_tensor(key) == old.get_tensor(key)).all()  # restored, not trained on
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["configs", "config-reference"])  # printed line by line; in one piece at the end
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(command):
+    """`planet-sac configs | head -1`: a reader that closed the pipe ends the command quietly (status 141, as a
+    command killed by SIGPIPE), with no traceback; the reader here closes before the command writes anything."""
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen([sys.executable, "-m", "planet_sac", command], stdout=write_end, stderr=subprocess.PIPE)
+    os.close(write_end)
+    os.close(read_end)
+    stderr = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 141 and stderr == "", stderr

@@ -2,7 +2,8 @@
 #   make train      creates .venv, installs planet-sac with its extras (uv, from PyPI), trains the default agent
 #   make test       the same set-up, then ruff, mypy (planet_sac/), the large-file check and every test
 #   make test-fast  the tests not marked `slow` (no subprocesses, no end-to-end runs): the inner loop
-# TEST_WORKERS pytest-xdist processes (0: serially); docs/performance.md has what each takes.
+# TEST_WORKERS pytest-xdist processes (0: serially), idle ones take queued tests from busy ones (worksteal);
+# docs/performance.md has what each target takes.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -36,10 +37,10 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_large_files.py
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" --durations=5
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" --durations=5
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

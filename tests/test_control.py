@@ -361,8 +361,10 @@ def test_known_optimum_agent_is_what_it_claims():
 
 
 @pytest.mark.slow
-def test_cem_branch_returns_the_planned_action_and_the_sac_guided_cem_branch_follows_the_critic():
-    """One graph policy (XLA: test_xla_policy_...) on the known-optimum agent, its branches switched without a
+def test_cem_plans_and_guided_cem_follows_the_critic():
+    """The CEM branch returns the planned action and the SAC-guided CEM branch follows the critic.
+
+    One graph policy (XLA: test_xla_policy_...) on the known-optimum agent, its branches switched without a
     retrace: CEM in the train and the test phase finds the top of the reward; SAC-guided CEM follows the critic."""
     model, sac = known_optimum_agent()
     policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem", jit_compile=False)

@@ -187,8 +187,10 @@ def test_nan_in_a_sac_loss_skips_that_sac_update():
 
 
 @pytest.mark.slow
-def test_catch_up_trains_the_head_alone_on_the_frozen_model_and_skipped_sac_updates_are_counted(smoke_config):
-    """One learner (3 SAC updates per update, a catch-up round) for both: first the catch-up on a finite model,
+def test_catch_up_trains_the_head_alone(smoke_config):
+    """The catch-up trains the head alone on the frozen model, and skipped SAC updates are counted.
+
+    One learner (3 SAC updates per update, a catch-up round) for both: first the catch-up on a finite model,
     then a head whose critic target is NaN: its updates are skipped and counted, the world model's update is kept."""
     learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3", "sac.catchup_rounds=1"]))
     learner.update(state_batch())
@@ -219,9 +221,11 @@ def test_catch_up_trains_the_head_alone_on_the_frozen_model_and_skipped_sac_upda
     assert changed  # the world model still trained on this finite batch
 
 
-def test_imagination_starts_after_burn_in_once_per_model_update_and_is_split_among_the_updates(smoke_config,
+def test_imagination_after_burn_in_split_among_updates(smoke_config,
                                                                                                 monkeypatch):
-    """Burn-in 3 of chunks of 10: the rollouts start from exactly the posteriors (b, t) with t >= 3; one imagination
+    """Imagination starts after burn-in, once per model update, and is split among the SAC updates.
+
+    Burn-in 3 of chunks of 10: the rollouts start from exactly the posteriors (b, t) with t >= 3; one imagination
     serves the 3 SAC updates, each taking its own third of it (768 rollouts of 1 step: 3 x 256 transitions)."""
     config = apply_overrides(smoke_config, ["sac.batch_size=256", "sac.real_ratio=0.0", "sac.imagination_horizon=1",
                                             "sac.n_step=1", "sac.burn_in=3", "sac.updates_per_step=3"])
@@ -281,9 +285,11 @@ def update_graph_ops(learner, batch):
 
 
 @pytest.mark.slow
-def test_sac_updates_and_imagination_are_traced_once_whatever_their_number_and_learners_give_no_retracing_warning(
+def test_sac_updates_and_imagination_trace_once(
         smoke_config, tensorflow_warnings):
-    """The SAC updates and the imagined rollouts run in in-graph loops: 2 or 6 updates, horizon 3 or 9,
+    """SAC updates and imagination are traced once whatever their number, and learners give no retracing warning.
+
+    The SAC updates and the imagined rollouts run in in-graph loops: 2 or 6 updates, horizon 3 or 9,
     give graphs of the same size (unrolled, every update and every imagined step would add its ops).
 
     These three learners and two more, one update each (five in one process), trace once each, which is not the

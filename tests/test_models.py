@@ -163,8 +163,10 @@ def test_transposed_conv_from_1x1_equals_tensorflows_op():
 
 
 @needs_bfloat16_kernels
-def test_mixed_bfloat16_computes_convolutions_in_bfloat16_and_keeps_float32_weights_and_loss():
-    """Same weights (same seed), same batch and noise: the loss agrees to bfloat16's precision, not bitwise."""
+def test_mixed_bfloat16_convolutions_with_float32_weights_and_loss():
+    """mixed_bfloat16 computes the convolutions in bfloat16 and keeps float32 weights and loss.
+
+    Same weights (same seed), same batch and noise: the loss agrees to bfloat16's precision, not bitwise."""
     config = ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4, reward_units=8)
     full = WorldModel(config, "image", (64, 64, 3), 1, seed=2)
     mixed = WorldModel(config, "image", (64, 64, 3), 1, seed=2, precision="mixed_bfloat16")

@@ -61,9 +61,11 @@ def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
 
 
 @pytest.mark.slow
-def test_nan_updates_stop_a_run_with_its_checkpoint_intact_a_trainer_resumes_it_and_a_finished_run_stays_unchanged(
+def test_nan_updates_stop_the_run_and_keep_its_last_good_checkpoint(
         tmp_path, monkeypatch):
-    """Consecutive NaN updates stop the run (NonFiniteError) and leave its last good checkpoint, all finite, the latest.
+    """NaN updates stop a run with its checkpoint intact, a Trainer resumes it, and a finished run stays unchanged.
+
+    Consecutive NaN updates stop the run (NonFiniteError) and leave its last good checkpoint, all finite, the latest.
 
     Then Trainer(...).run() on that logdir continues the run from it; it never starts over and overwrites the
     checkpoints. Then `train` on a run already at its train_steps (the same command run twice) says the step it

@@ -76,7 +76,8 @@ def main() -> None:
         trainer.checkpointer.save(step[0])
 
     from planet_sac.diagnostics import critic_vs_returns
-    from planet_sac.episodes.storage import list_episodes, load_episode
+    from planet_sac.episodes.folder import list_episodes
+    from planet_sac.episodes.storage import load_episode
 
     test_episode = load_episode(list_episodes(trainer.test_dir)[0])
 

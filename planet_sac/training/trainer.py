@@ -37,13 +37,14 @@ from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkp
 from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, episode_limit, episode_seed, make_env, make_envs
+from planet_sac.episodes.folder import INTERRUPTED, EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import EpisodeSpec, list_episodes, load_episode
+from planet_sac.episodes.storage import EpisodeSpec, load_episode
 from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
-from planet_sac.training.run_dir import LOCK_FILE, check_config_change, episode_stats, lock_run, prepare_logdir, run_episodes
+from planet_sac.training.run_dir import LOCK_FILE, check_config_change, lock_run, prepare_logdir
 
 log = logging.getLogger("planet_sac")
 
@@ -141,8 +142,6 @@ def _remove_if_only(folder: str, names: set[str]) -> None:
 # What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
 # phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
 # seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
-INTERRUPTED = "interrupted"  # <episodes>/interrupted/: episodes of work a resumed run redoes (kept, never read)
-TEST_PHASE_FOLDER = ".test_phase-"  # test_episodes/.test_phase-K/: the episodes of test phase K until it is checkpointed
 RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$", r"run_state/")
 # Episode streams whose resets are seeded by counters (`envs.episode_seed`), so a resumed run resets as before.
 TRAIN_STREAM, TEST_STREAM, COMPARE_STREAM = 0, 1, 2
@@ -180,6 +179,7 @@ class Trainer:
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
+        self.train_folder, self.test_folder = EpisodeFolder(self.train_dir), EpisodeFolder(self.test_dir)
         # Checked before the logdir is made: a failed start leaves nothing behind.
         if self.offline and not tf.io.gfile.isdir(self.train_dir):
             raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
@@ -286,7 +286,7 @@ class Trainer:
             message = f"from {restore_from}: {report.summary()}"
         else:
             message = "started from scratch"
-        self._settle_test_phase_folders()
+        self.test_folder.settle(int(self.counters.test_phases.numpy()))
         self._sync_episode_counters()
         if resumed and self.collects:
             ahead = self._set_aside_episodes_after_checkpoint(episodes_at_checkpoint)
@@ -303,11 +303,11 @@ class Trainer:
 
     def _sync_episode_counters(self) -> None:
         """Episode counters follow the files on disk: episodes written after the last checkpoint, or by collectors, count once."""
-        episodes, steps = episode_stats(self.train_dir)
+        episodes, steps = self.train_folder.counts()
         # As numpy values: TensorFlow caches the tensor of every Python int it converts, for good (see untracked).
         self.counters.train_episodes.assign(untracked(episodes, np.int64))
         self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
-        self.counters.test_episodes.assign(untracked(episode_stats(self.test_dir)[0], np.int64))
+        self.counters.test_episodes.assign(untracked(self.test_folder.counts()[0], np.int64))
 
     def _set_aside_episodes_after_checkpoint(self, episodes_at_checkpoint: int) -> int:
         """Moves the training episodes that collections after the restored checkpoint wrote to `train_episodes/
@@ -317,18 +317,14 @@ class Trainer:
         (no run_state) sets aside the newest ones beyond its counters (`_episodes_collected_after`). Returns how many.
         """
         known = RunState.read(self.run_state.train_episodes)
-        files = run_episodes(self.train_dir)
+        files = self.train_folder.collected()
         if known is not None:
             names = set(cast(list, known))
             ahead = [path for path in files if os.path.basename(path) not in names]
         else:
             count = self._episodes_collected_after(episodes_at_checkpoint)
             ahead = files[-count:] if count else []
-        if ahead:
-            tf.io.gfile.makedirs(f"{self.train_dir}/{INTERRUPTED}")
-            for path in ahead:
-                tf.io.gfile.rename(path, f"{self.train_dir}/{INTERRUPTED}/{os.path.basename(path)}", overwrite=True)
-        return len(ahead)
+        return self.train_folder.set_aside(ahead)
 
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
@@ -337,7 +333,7 @@ class Trainer:
         if self._held_out_replay is not None:
             self.run_state.held_out_replay.assign(json.dumps(self._held_out_replay.state()))
         if self.collects:
-            names = [os.path.basename(path) for path in run_episodes(self.train_dir)]
+            names = [os.path.basename(path) for path in self.train_folder.collected()]
             self.run_state.train_episodes.assign(json.dumps(names))
         return self.checkpointer.save(int(self.counters.step.numpy()))
 
@@ -360,17 +356,17 @@ class Trainer:
         if self.offline:
             return
         data, env = self.config.data, self.config.env
-        for directory, wanted, seed in ((self.train_dir, data.seed_episodes, env.seed),
-                                        (self.test_dir, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
-            missing = wanted - episode_stats(directory)[0]
+        for folder, wanted, seed in ((self.train_folder, data.seed_episodes, env.seed),
+                                     (self.test_folder, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
+            missing = wanted - folder.counts()[0]
             if missing > 0:
-                envs = self._train_envs() if directory == self.train_dir else self._test_env()
-                on_disk = episode_stats(directory)[0]
+                envs = self._train_envs() if folder is self.train_folder else self._test_env()
+                on_disk = folder.counts()[0]
                 policy = RandomPolicy(envs.action_space.shape[0], seed=seed + on_disk)
-                log.info("collecting %d random seed episodes into %s", missing, directory)
-                stream = TRAIN_STREAM if directory == self.train_dir else TEST_STREAM
-                Actor(envs, policy, TRAIN, directory).run(missing, progress=self.progress,
-                                                          seeds=self._reset_seeds(stream, on_disk, missing))
+                log.info("collecting %d random seed episodes into %s", missing, folder.directory)
+                stream = TRAIN_STREAM if folder is self.train_folder else TEST_STREAM
+                Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
+                                                       seeds=self._reset_seeds(stream, on_disk, missing))
         self._sync_episode_counters()
 
     # ------------------------------------------------------------------ phases
@@ -396,7 +392,7 @@ class Trainer:
         recorder = self._video_recorder()
         # Saved to a folder of their own, moved in once the phase is checkpointed: a phase killed midway is redone,
         # and its earlier episodes would otherwise join the held-out data twice.
-        staging = self._test_phase_folder(int(self.counters.test_phases.numpy()) + 1)
+        staging = self.test_folder.stage(int(self.counters.test_phases.numpy()) + 1)
         episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, staging).run(
             self.config.schedule.test_episodes,
             seeds=self._reset_seeds(TEST_STREAM, int(self.counters.test_episodes.numpy()), self.config.schedule.test_episodes))
@@ -420,32 +416,8 @@ class Trainer:
         elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
             self.logger.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
         self.save_checkpoint()
-        self._settle_test_phase_folders()
+        self.test_folder.settle(int(self.counters.test_phases.numpy()))
         return record
-
-    def _test_phase_folder(self, phase: int) -> str:
-        return f"{self.test_dir}/{TEST_PHASE_FOLDER}{phase}"
-
-    def _settle_test_phase_folders(self) -> None:
-        """Moves the episodes of checkpointed test phases into `test_episodes/`; those of a phase the checkpoint does
-        not hold (killed midway, redone after the resume) go to `test_episodes/interrupted/`, kept but not read."""
-        if not tf.io.gfile.isdir(self.test_dir):
-            return
-        done = int(self.counters.test_phases.numpy())
-        for name in tf.io.gfile.listdir(self.test_dir):
-            name = name.rstrip("/")
-            if not name.startswith(TEST_PHASE_FOLDER) or not name[len(TEST_PHASE_FOLDER):].isdigit():
-                continue
-            folder = f"{self.test_dir}/{name}"
-            target = self.test_dir if int(name[len(TEST_PHASE_FOLDER):]) <= done else f"{self.test_dir}/{INTERRUPTED}"
-            paths = list_episodes(folder)
-            if paths and target != self.test_dir:
-                log.info("%d test episode(s) of test phase %s, which the checkpoint does not hold, moved to %s; the "
-                         "phase is redone", len(paths), name[len(TEST_PHASE_FOLDER):], target)
-            tf.io.gfile.makedirs(target)
-            for path in paths:
-                tf.io.gfile.rename(path, f"{target}/{os.path.basename(path)}", overwrite=True)
-            tf.io.gfile.rmtree(folder)
 
     def _video_recorder(self) -> RecordFrames | None:
         """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""
@@ -513,7 +485,7 @@ class Trainer:
         self.agent.policy.set_policies(train=policy or self.config.policy.train)
         try:
             count = count or envs.num_envs
-            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(
+            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_folder).run(
                 count, seeds=self._reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
         finally:
             self.agent.policy.set_policies(train=self.config.policy.train)

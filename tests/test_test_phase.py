@@ -93,7 +93,7 @@ def test_catch_up_needs_sac_updates(smoke_config):
     (0.0, ["cem", "cem", "cem"]),
 ])
 def test_sac_share_spreads_the_head_collections_evenly(smoke_config, share, expected):
-    from planet_sac.training.trainer import collecting_policy
+    from planet_sac.training.schedule import collecting_policy
 
     policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
     assert [collecting_policy(policy, index) for index in range(len(expected))] == expected
@@ -104,7 +104,7 @@ def test_sac_share_is_exact_over_many_collections(smoke_config, share):
     """The head's collections counted with exact fractions: floor((k + 1) s) > floor(k s) (0.29 x 100 is 28.999... in floats)."""
     from fractions import Fraction
 
-    from planet_sac.training.trainer import collecting_policy
+    from planet_sac.training.schedule import collecting_policy
 
     policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
     exact = Fraction(share)
@@ -117,7 +117,7 @@ def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
     """The fix of the first run (research/pendulum_head): in configs/pendulum.yaml the head collects 7 of the 15
     training episodes (the 2nd, 4th, ...) and catches up with the model before each."""
     from planet_sac.config import load_config
-    from planet_sac.training.trainer import collecting_policy
+    from planet_sac.training.schedule import collecting_policy
 
     config = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "pendulum.yaml"))
     collections = config.schedule.train_steps // config.schedule.collect_every

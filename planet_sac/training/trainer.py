@@ -15,11 +15,9 @@ episodes that `planet-sac collect --reload-every` processes write into `train_ep
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import logging
-import math
 import os
 import signal
 import threading
@@ -34,22 +32,21 @@ from tqdm import tqdm
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve, restore_filtered
-from planet_sac.config import Config, ConfigError, PolicyConfig, load_config, save_config
+from planet_sac.config import Config, ConfigError, load_config, save_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
 from planet_sac.envs import EnvBatch, episode_limit, episode_seed, make_env, make_envs
 from planet_sac.episodes.folder import INTERRUPTED, EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec, load_episode
 from planet_sac.metrics import read_metrics
-from planet_sac.training import distribute
+from planet_sac.training import distribute, schedule
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
 from planet_sac.training.run_dir import LOCK_FILE, check_config_change, lock_run, prepare_logdir
+from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
 
 log = logging.getLogger("planet_sac")
 
-SAC_ACTING = ("sac", "sac_guided_cem")
-"""Training policies that act with the SAC head: the head catches up before each episode they collect."""
 EVAL_VIDEO_SIZE = 128
 """Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
 TEST_SEED_OFFSET = 10_000
@@ -67,19 +64,6 @@ def make_tensorflow_deterministic() -> None:
     """
     tf.config.experimental.enable_op_determinism()
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-
-
-def collecting_policy(policy: PolicyConfig, collection: int) -> str:
-    """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
-
-    `policy.train`, except for a `policy.sac_share` of the collections, spread evenly (0.5: the 2nd, 4th, ...),
-    which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
-    where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
-    """
-    share = policy.sac_share
-    if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
-        return "sac"
-    return policy.train
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
@@ -372,11 +356,9 @@ class Trainer:
     # ------------------------------------------------------------------ phases
 
     def phase(self) -> str:
-        """`test` when a train phase has just been completed and not yet evaluated, else `train`."""
-        if self.offline or self.config.schedule.test_episodes == 0:
-            return TRAIN
-        due = self.config.schedule.test_phases_due(int(self.counters.step.numpy()))
-        return TEST if due > int(self.counters.test_phases.numpy()) else TRAIN
+        """`test` when a train phase has just been completed and not yet evaluated, else `train` (`schedule.phase`)."""
+        return schedule.phase(self.config, not self.offline, int(self.counters.step.numpy()),
+                              int(self.counters.test_phases.numpy()))
 
     def run_test_phase(self, extra: dict | None = None) -> dict:
         """Evaluates the model on held-out episodes and each test policy on `schedule.test_episodes` episodes.
@@ -537,7 +519,7 @@ class Trainer:
         metrics = None
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
-        window = _LogWindow()
+        window = LogWindow()
         with _graceful_stop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
@@ -594,7 +576,7 @@ class Trainer:
         log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
         return last
 
-    def _update(self, batches: Iterator[dict], window: "_LogWindow") -> tuple[dict, int]:
+    def _update(self, batches: Iterator[dict], window: LogWindow) -> tuple[dict, int]:
         """One learner update; (its metrics, the new step). Stops the run after too many non-finite updates in a row."""
         update_start = time.perf_counter()
         metrics = self.learner.update(next(batches))
@@ -608,7 +590,7 @@ class Trainer:
             )
         return metrics, step
 
-    def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int, collection: int) -> dict:
+    def _collect(self, batches: Iterator[dict], window: LogWindow, step: int, collection: int) -> dict:
         """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length."""
         collect_start = time.perf_counter()
         values = {}
@@ -626,7 +608,7 @@ class Trainer:
                  values["train/return"], int(self.counters.env_steps.numpy()))
         return values
 
-    def _log_train(self, values: dict, metrics: dict, window: "_LogWindow", replay: EpisodeReplay) -> dict:
+    def _log_train(self, values: dict, metrics: dict, window: LogWindow, replay: EpisodeReplay) -> dict:
         """A training record: `values` (updated in place) with the update's metrics, the window's timing and replay's counts."""
         if not self.collects and not self.offline:
             self._sync_episode_counters()  # episodes arrive from collector processes
@@ -661,78 +643,6 @@ class Trainer:
         finally:
             if getattr(self, "lock", None) is not None:
                 self.lock.release()
-
-
-@dataclasses.dataclass(frozen=True)
-class Every:
-    """When each part of the training loop runs, as predicates of the global step (Dreamer's `Every`/`when`).
-
-    Pure functions of the step, so a resumed run keeps the same schedule. `collect_every` is 0
-    when the trainer does not collect (offline data, or `schedule.collect: false`).
-    """
-
-    total: int
-    collect_every: int
-    log_every: int
-    video_every: int
-    checkpoint_every: int
-
-    @classmethod
-    def of(cls, config: Config, collects: bool, train_steps: int | None = None) -> "Every":
-        schedule = config.schedule
-        # With N environments, N episodes every N * collect_every updates: the same updates per environment step.
-        collect_every = schedule.collect_every * config.env.num_envs if collects else 0
-        # Collectors in other processes reload the newest checkpoint: give them one as often as we would collect.
-        checkpoint_every = schedule.checkpoint_every if collects else min(schedule.checkpoint_every, schedule.collect_every)
-        return cls(total=schedule.train_steps if train_steps is None else train_steps, collect_every=collect_every,
-                   log_every=schedule.log_every, video_every=schedule.video_every, checkpoint_every=checkpoint_every)
-
-    def done(self, step: int) -> bool:
-        return step >= self.total
-
-    def collect(self, step: int) -> bool:
-        return self.collect_every > 0 and step % self.collect_every == 0
-
-    def collection(self, step: int) -> int:
-        """Which collection a collecting `step` is: 0 for the first after the seed episodes."""
-        return step // self.collect_every - 1
-
-    def log(self, step: int, collected: bool = False) -> bool:
-        """Every `log_every` updates, and after every collection (its returns are logged at once)."""
-        return step % self.log_every == 0 or collected
-
-    def video(self, step: int) -> bool:
-        return step % self.video_every == 0
-
-    def checkpoint(self, step: int) -> bool:
-        return step % self.checkpoint_every == 0
-
-
-class _LogWindow:
-    """The wall-clock of the updates since the last training record: speed, and where the time went."""
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self.start, self.updates, self.update_seconds, self.collect_seconds = time.perf_counter(), 0, 0.0, 0.0
-
-    def updated(self, since: float) -> None:
-        """One learner update (its batch wait included) that began at perf_counter() `since`."""
-        self.updates += 1
-        self.update_seconds += time.perf_counter() - since
-
-    def collected(self, since: float) -> None:
-        """Training episodes collected (the SAC head's catch-up included) since perf_counter() `since`."""
-        self.collect_seconds += time.perf_counter() - since
-
-    def close(self) -> dict[str, float]:
-        """The window's scalars; a new window starts."""
-        values = {"train/steps_per_second": self.updates / max(time.perf_counter() - self.start, 1e-9),
-                  "time/update_seconds": self.update_seconds / max(self.updates, 1),
-                  "time/collect_seconds": self.collect_seconds}
-        self._reset()
-        return values
 
 
 class _graceful_stop:

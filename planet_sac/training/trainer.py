@@ -15,10 +15,9 @@ episodes that `planet-sac collect --reload-every` processes write into `train_ep
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -31,11 +30,11 @@ from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
 from planet_sac.agent import Agent
-from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve, restore_filtered
-from planet_sac.config import Config, ConfigError, load_config, save_config
+from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve
+from planet_sac.config import Config, ConfigError, load_config
 from planet_sac.diagnostics import critic_vs_returns, open_loop
-from planet_sac.envs import EnvBatch, episode_limit, episode_seed, make_env, make_envs
-from planet_sac.episodes.folder import INTERRUPTED, EpisodeFolder
+from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
+from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec, load_episode
 from planet_sac.metrics import read_metrics
@@ -43,14 +42,13 @@ from planet_sac.training import distribute, schedule
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
 from planet_sac.training.run_dir import LOCK_FILE, check_config_change, lock_run, prepare_logdir
+from planet_sac.training.run_state import COMPARE_STREAM, TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
 
 log = logging.getLogger("planet_sac")
 
 EVAL_VIDEO_SIZE = 128
 """Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
-TEST_SEED_OFFSET = 10_000
-"""The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
 
 
 def make_tensorflow_deterministic() -> None:
@@ -85,36 +83,6 @@ class NonFiniteError(RuntimeError):
     """Too many consecutive updates had a NaN/inf loss or gradient."""
 
 
-class RunState(tf.Module):
-    """What else a checkpoint holds so that a resumed run continues as the uninterrupted one would: the replays'
-    states (`EpisodeReplay.state`) and the names of the training episodes on disk, as JSON strings ("" until set)."""
-
-    def __init__(self):
-        super().__init__(name="run_state")
-        with tf.name_scope("run_state/"):
-            self.replay = tf.Variable("", dtype=tf.string, trainable=False, name="replay")
-            self.held_out_replay = tf.Variable("", dtype=tf.string, trainable=False, name="held_out_replay")
-            self.train_episodes = tf.Variable("", dtype=tf.string, trainable=False, name="train_episodes")
-
-    @staticmethod
-    def read(variable: tf.Variable) -> object | None:
-        text = variable.numpy().decode()
-        return json.loads(text) if text else None
-
-
-class Counters(tf.Module):
-    """Checkpointed progress of a run."""
-
-    def __init__(self):
-        super().__init__(name="counters")
-        with tf.name_scope("counters/"):
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-            self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
-            self.train_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_episodes")
-            self.test_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_episodes")
-            self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
-
-
 def _remove_if_only(folder: str, names: set[str]) -> None:
     """Removes `folder` if it holds nothing but files named in `names` (and empty folders)."""
     for _, _, files in tf.io.gfile.walk(folder):
@@ -122,13 +90,6 @@ def _remove_if_only(folder: str, names: set[str]) -> None:
             return
     tf.io.gfile.rmtree(folder)
 
-
-# What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
-# phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
-# seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
-RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$", r"run_state/")
-# Episode streams whose resets are seeded by counters (`envs.episode_seed`), so a resumed run resets as before.
-TRAIN_STREAM, TEST_STREAM, COMPARE_STREAM = 0, 1, 2
 
 class Trainer:
     """Runs PlaNet's phase schedule for one logdir. Use `train(...)` for the one-call version.
@@ -203,7 +164,11 @@ class Trainer:
             self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
             self._stop = threading.Event()
             self._warned_terminations = False
-            self.start_message = self._restore(restore_from, include, exclude)
+            self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
+            self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
+                                            self.logger, self.train_folder, self.test_folder, self.collects)
+            self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
+                                                           test_pending=lambda: self.phase() == TEST)
         except BaseException:
             self.close()
             if created:  # a start that failed before writing anything (e.g. a missing package) leaves no folder
@@ -253,87 +218,9 @@ class Trainer:
             self.test_env = make_env(env, seed=seed)
         return self.test_env
 
-    def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
-        """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
-        resumed = self.checkpointer.restore_latest()
-        if not resumed:
-            self._refuse_a_run_without_checkpoints()
-        if resumed:
-            step = int(self.counters.step.numpy())
-            episodes_at_checkpoint = int(self.counters.train_episodes.numpy())
-            message = f"resumed {resumed} at step {step}"
-            dropped = self.logger.drop_after(step, test_pending=self.phase() == TEST)
-            if dropped:
-                log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)
-        elif restore_from:
-            report = restore_filtered(self.variables, restore_from, include or [".*"], exclude, never=RUN_STATE)
-            message = f"from {restore_from}: {report.summary()}"
-        else:
-            message = "started from scratch"
-        self.test_folder.settle(int(self.counters.test_phases.numpy()))
-        self._sync_episode_counters()
-        if resumed and self.collects:
-            ahead = self._set_aside_episodes_after_checkpoint(episodes_at_checkpoint)
-            if ahead:
-                message += (f"; {ahead} training episode(s) written after that checkpoint moved to "
-                            f"{self.train_dir}/{INTERRUPTED}/ (kept), and their collections are redone")
-                self._sync_episode_counters()
-        # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
-        save_config(self.config, f"{self.logdir}/config.yaml")
-        if not resumed:  # collectors (`planet-sac collect --reload-every`) can act from the first moment
-            self.save_checkpoint()
-        log.info(message)
-        return message
-
-    def _sync_episode_counters(self) -> None:
-        """Episode counters follow the files on disk: episodes written after the last checkpoint, or by collectors, count once."""
-        episodes, steps = self.train_folder.counts()
-        # As numpy values: TensorFlow caches the tensor of every Python int it converts, for good (see untracked).
-        self.counters.train_episodes.assign(untracked(episodes, np.int64))
-        self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
-        self.counters.test_episodes.assign(untracked(self.test_folder.counts()[0], np.int64))
-
-    def _set_aside_episodes_after_checkpoint(self, episodes_at_checkpoint: int) -> int:
-        """Moves the training episodes that collections after the restored checkpoint wrote to `train_episodes/
-        interrupted/` (kept, never read), so the run redoes those collections as the uninterrupted run did them.
-
-        They are the run's episode files the checkpoint does not name; a checkpoint from before it named them
-        (no run_state) sets aside the newest ones beyond its counters (`_episodes_collected_after`). Returns how many.
-        """
-        known = RunState.read(self.run_state.train_episodes)
-        files = self.train_folder.collected()
-        if known is not None:
-            names = set(cast(list, known))
-            ahead = [path for path in files if os.path.basename(path) not in names]
-        else:
-            count = self._episodes_collected_after(episodes_at_checkpoint)
-            ahead = files[-count:] if count else []
-        return self.train_folder.set_aside(ahead)
-
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
-        if self._replay is not None:
-            self.run_state.replay.assign(json.dumps(self._replay.state()))
-        if self._held_out_replay is not None:
-            self.run_state.held_out_replay.assign(json.dumps(self._held_out_replay.state()))
-        if self.collects:
-            names = [os.path.basename(path) for path in self.train_folder.collected()]
-            self.run_state.train_episodes.assign(json.dumps(names))
-        return self.checkpointer.save(int(self.counters.step.numpy()))
-
-    def _episodes_collected_after(self, episodes_at_checkpoint: int) -> int:
-        """How many training episodes on disk the schedule's collections wrote after the restored checkpoint.
-
-        A run stopped between checkpoints (a killed process) has already written the episodes of the collections
-        it will redo. Repeating them would add data the schedule does not have: a 100k-env-step run would end
-        with more env steps than its budget, and fewer updates per episode. Seed episodes written after the
-        checkpoint (a run stopped during its first updates) are not collections, hence the second bound.
-        """
-        on_disk = int(self.counters.train_episodes.numpy())
-        step = int(self.counters.step.numpy())
-        collect_every = Every.of(self.config, self.collects).collect_every  # the schedule's own rule
-        scheduled = self.config.data.seed_episodes + step // collect_every * self.config.env.num_envs
-        return max(0, min(on_disk - episodes_at_checkpoint, on_disk - scheduled))
+        return self.run_progress.save_checkpoint(self._replay, self._held_out_replay)
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
@@ -350,8 +237,8 @@ class Trainer:
                 log.info("collecting %d random seed episodes into %s", missing, folder.directory)
                 stream = TRAIN_STREAM if folder is self.train_folder else TEST_STREAM
                 Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
-                                                       seeds=self._reset_seeds(stream, on_disk, missing))
-        self._sync_episode_counters()
+                                                       seeds=self.reset_seeds(stream, on_disk, missing))
+        self.run_progress.sync_episode_counters()
 
     # ------------------------------------------------------------------ phases
 
@@ -377,7 +264,7 @@ class Trainer:
         staging = self.test_folder.stage(int(self.counters.test_phases.numpy()) + 1)
         episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, staging).run(
             self.config.schedule.test_episodes,
-            seeds=self._reset_seeds(TEST_STREAM, int(self.counters.test_episodes.numpy()), self.config.schedule.test_episodes))
+            seeds=self.reset_seeds(TEST_STREAM, int(self.counters.test_episodes.numpy()), self.config.schedule.test_episodes))
         self.counters.test_episodes.assign_add(len(episodes))
         returns = [episode["return"] for episode in episodes]
         values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
@@ -418,7 +305,7 @@ class Trainer:
                  + list(map(str, self.config.policy.compare)).index(name)) * count
         try:
             episodes = Actor(self._test_env(), self.agent.policy, TEST).run(
-                count, seeds=self._reset_seeds(COMPARE_STREAM, first, count))
+                count, seeds=self.reset_seeds(COMPARE_STREAM, first, count))
         finally:
             self.agent.policy.set_policies(test=self.config.policy.test)
         return float(np.mean([episode["return"] for episode in episodes]))
@@ -468,20 +355,13 @@ class Trainer:
         try:
             count = count or envs.num_envs
             episodes = Actor(envs, self.agent.policy, TRAIN, self.train_folder).run(
-                count, seeds=self._reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
+                count, seeds=self.reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
         finally:
             self.agent.policy.set_policies(train=self.config.policy.train)
         self.counters.train_episodes.assign_add(len(episodes))
         self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
                                                      np.int64))
         return episodes
-
-    def _reset_seeds(self, stream: int, first: int, count: int) -> list[int]:
-        """Reset seeds of episodes `first` .. `first + count - 1` of an episode stream: functions of checkpointed
-        counters, so a resumed run starts its episodes where the uninterrupted run started them."""
-        base = self.config.env.seed + (TEST_SEED_OFFSET if stream != TRAIN_STREAM else 0)
-        base = distribute.worker_seed(base, self.strategy)
-        return [episode_seed(base, stream, index) for index in range(first, first + count)]
 
     def _log(self, values: dict, phase: str) -> dict:
         return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
@@ -551,18 +431,6 @@ class Trainer:
             last = self._last_train_record() or {"step": step}
         return last
 
-    def _refuse_a_run_without_checkpoints(self) -> None:
-        """A logdir with metrics but no checkpoint lost its checkpoints (a run saves one before it logs anything):
-        starting over there would append a second run to the first one's metrics.jsonl."""
-        if not tf.io.gfile.exists(self.logger.metrics_path):
-            return
-        records = read_metrics(self.logger.metrics_path)
-        if records:
-            raise ConfigError(
-                f"{self.logdir} holds a run's metrics.jsonl (up to step {max(r.get('step', 0) for r in records)}) but no "
-                f"checkpoint in {self.checkpointer.manager.directory}; starting over would mix two runs: bring the checkpoints "
-                "back, or train into a new --logdir")
-
     def _last_train_record(self) -> dict:
         """The run's last training record in metrics.jsonl ({} without one)."""
         if not tf.io.gfile.exists(self.logger.metrics_path):
@@ -611,7 +479,7 @@ class Trainer:
     def _log_train(self, values: dict, metrics: dict, window: LogWindow, replay: EpisodeReplay) -> dict:
         """A training record: `values` (updated in place) with the update's metrics, the window's timing and replay's counts."""
         if not self.collects and not self.offline:
-            self._sync_episode_counters()  # episodes arrive from collector processes
+            self.run_progress.sync_episode_counters()  # episodes arrive from collector processes
         values.update({key: float(value) for key, value in metrics.items()})
         values.update(window.close())
         values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()

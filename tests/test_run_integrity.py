@@ -618,12 +618,13 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
     the phase and ends with an uninterrupted run's test episodes (2 seed + 1 per phase), the first attempt's
     episode kept aside in test_episodes/interrupted/ (it used to join the held-out data: one too many)."""
     from planet_sac.config import load_config
+    from planet_sac.training import test_phase as test_phase_module
     from planet_sac.training import trainer as trainer_module
 
     settings = ["schedule.train_phase_steps=5", "schedule.test_episodes=1", "data.test_seed_episodes=2",
                 "schedule.checkpoint_every=5"]
     config = load_config(SMOKE, [*RESUME_SETTINGS, *settings])
-    real = trainer_module.critic_vs_returns
+    real = test_phase_module.critic_vs_returns
     calls = []
 
     def killed_in_the_second_phase(*args, **kwargs):  # runs after the phase's episode is saved, before its checkpoint
@@ -632,11 +633,11 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "critic_vs_returns", killed_in_the_second_phase)
+    monkeypatch.setattr(test_phase_module, "critic_vs_returns", killed_in_the_second_phase)
     logdir = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         trainer_module.train(config, str(logdir), train_steps=10, progress=False)
-    monkeypatch.setattr(trainer_module, "critic_vs_returns", real)
+    monkeypatch.setattr(test_phase_module, "critic_vs_returns", real)
     trainer_module.train(config, str(logdir), train_steps=10, progress=False)
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     phases = [r["step"] for r in records if r.get("phase") == "test"]

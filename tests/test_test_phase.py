@@ -8,6 +8,7 @@ import os
 import pytest
 
 from planet_sac.config import ConfigError, apply_overrides
+from planet_sac.training import test_phase as test_phase_module
 from planet_sac.training import trainer as trainer_module
 
 
@@ -37,7 +38,8 @@ def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run
                 agent_actors.append((self.phase, self.outdir))
             return super().run(num_episodes, progress, seeds)
 
-    monkeypatch.setattr(trainer_module, "Actor", SpyActor)
+    monkeypatch.setattr(trainer_module, "Actor", SpyActor)  # training episodes
+    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes
     try:
         trainer.run()
         assert_catch_up_rounds(trainer, catchups=1)
@@ -145,7 +147,8 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[0])])
             return super().run(num_episodes, progress, seeds)
 
-    monkeypatch.setattr(trainer_module, "Actor", SpyActor)
+    monkeypatch.setattr(trainer_module, "Actor", SpyActor)  # training episodes
+    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes (none is in the train phase)
     try:
         trainer.run()
         assert int(trainer.learner.optimizer.iterations.numpy()) == 20  # the world model: updates only

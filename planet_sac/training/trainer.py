@@ -16,7 +16,6 @@ episodes that `planet-sac collect --reload-every` processes write into `train_ep
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import signal
 import threading
@@ -28,27 +27,26 @@ import tensorflow as tf
 from gymnasium import spaces
 from tqdm import tqdm
 
-from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
+from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve
 from planet_sac.config import Config, ConfigError, load_config
-from planet_sac.diagnostics import critic_vs_returns, open_loop
+from planet_sac.diagnostics import open_loop
 from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import EpisodeSpec, load_episode
+from planet_sac.episodes.storage import EpisodeSpec
 from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute, schedule
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
 from planet_sac.training.run_dir import LOCK_FILE, check_config_change, lock_run, prepare_logdir
-from planet_sac.training.run_state import COMPARE_STREAM, TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
+from planet_sac.training.run_state import TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
+from planet_sac.training.test_phase import TestPhase
 
 log = logging.getLogger("planet_sac")
 
-EVAL_VIDEO_SIZE = 128
-"""Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
 
 
 def make_tensorflow_deterministic() -> None:
@@ -137,7 +135,6 @@ class Trainer:
 
         self.envs: EnvBatch | None = None
         self.test_env = None
-        self._can_render = True
         try:
             obs_shape, action_size = self._data_shapes()
             self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
@@ -150,7 +147,6 @@ class Trainer:
             self.counters = Counters()
             self.run_state = RunState()
             self._replay: EpisodeReplay | None = None  # the training replay while `run` runs
-            self._held_out_replay: EpisodeReplay | None = None
             self.variables = named_variables(
                 [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters,
                  self.run_state],
@@ -161,12 +157,14 @@ class Trainer:
             self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables,
                                              optional=[name for name in self.variables if name.startswith("run_state/")])
             self.logger = Logger(self.logdir)
-            self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
             self._stop = threading.Event()
             self._warned_terminations = False
             self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
             self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
                                             self.logger, self.train_folder, self.test_folder, self.collects)
+            self.tests = TestPhase(config, self.agent, self.learner, self.test_folder, self._test_env, self.counters,
+                                   self.run_state, self.episode_spec, self.reset_seeds, self._log, self.logger.video,
+                                   self.save_checkpoint)
             self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
                                                            test_pending=lambda: self.phase() == TEST)
         except BaseException:
@@ -220,7 +218,7 @@ class Trainer:
 
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
-        return self.run_progress.save_checkpoint(self._replay, self._held_out_replay)
+        return self.run_progress.save_checkpoint(self._replay, self.tests.held_out_replay)
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
@@ -246,94 +244,6 @@ class Trainer:
         """`test` when a train phase has just been completed and not yet evaluated, else `train` (`schedule.phase`)."""
         return schedule.phase(self.config, not self.offline, int(self.counters.step.numpy()),
                               int(self.counters.test_phases.numpy()))
-
-    def run_test_phase(self, extra: dict | None = None) -> dict:
-        """Evaluates the model on held-out episodes and each test policy on `schedule.test_episodes` episodes.
-
-        `extra` values (e.g. the catch-up's metrics) are logged in the same record.
-
-        `policy.test`'s episodes are saved to `test_episodes/` and logged as `test/return`;
-        every policy, including those in `policy.compare`, is logged as `test/return/<name>`,
-        so the policies can be compared on the same world model at every test phase.
-        """
-        start = time.perf_counter()
-        values = {**(extra or {}), **self.held_out_loss()}
-        recorder = self._video_recorder()
-        # Saved to a folder of their own, moved in once the phase is checkpointed: a phase killed midway is redone,
-        # and its earlier episodes would otherwise join the held-out data twice.
-        staging = self.test_folder.stage(int(self.counters.test_phases.numpy()) + 1)
-        episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, staging).run(
-            self.config.schedule.test_episodes,
-            seeds=self.reset_seeds(TEST_STREAM, int(self.counters.test_episodes.numpy()), self.config.schedule.test_episodes))
-        self.counters.test_episodes.assign_add(len(episodes))
-        returns = [episode["return"] for episode in episodes]
-        values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
-                       f"test/return/{self.config.policy.test}": float(np.mean(returns))})
-        if episodes:  # the SAC critic's Q beside the real discounted returns of the first test episode
-            episode = load_episode(episodes[0]["path"])
-            values.update({f"test/{key}": value for key, value in
-                           critic_vs_returns(self.agent.world_model, self.agent.sac, episode, self.config.sac.discount).items()})
-        for name in self.config.policy.compare:
-            if name != self.config.policy.test:
-                values[f"test/return/{name}"] = self._compare_return(name)
-        values["time/test_seconds"] = time.perf_counter() - start
-        self.counters.test_phases.assign_add(1)
-        record = self._log(values, TEST)
-        if recorder is not None and recorder.error is not None:  # a failed render never stops training
-            log.warning("no eval/video in TensorBoard: %s", recorder.error)
-            self._can_render = False
-        elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
-            self.logger.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
-        self.save_checkpoint()
-        self.test_folder.settle(int(self.counters.test_phases.numpy()))
-        return record
-
-    def _video_recorder(self) -> RecordFrames | None:
-        """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""
-        env = self._test_env()
-        if self.config.env.obs == "image":
-            return RecordFrames(env, from_observation=True)
-        if getattr(env, "render_mode", None) != "rgb_array" or not self._can_render:
-            return None
-        return RecordFrames(env, size=EVAL_VIDEO_SIZE, optional=True)
-
-    def _compare_return(self, name: str) -> float:
-        """Mean return of policy `name` over `schedule.test_episodes` test episodes (not saved)."""
-        self.agent.policy.set_policies(test=name)
-        count = self.config.schedule.test_episodes
-        first = (int(self.counters.test_phases.numpy()) * len(self.config.policy.compare)
-                 + list(map(str, self.config.policy.compare)).index(name)) * count
-        try:
-            episodes = Actor(self._test_env(), self.agent.policy, TEST).run(
-                count, seeds=self.reset_seeds(COMPARE_STREAM, first, count))
-        finally:
-            self.agent.policy.set_policies(test=self.config.policy.test)
-        return float(np.mean([episode["return"] for episode in episodes]))
-
-    def held_out_loss(self) -> dict:
-        """`test/loss/*`: the world model's loss on one batch of chunks from `test_episodes/` (as PlaNet's test phase).
-
-        Empty (with one log line) when the test directory holds no episode as long as a chunk.
-        """
-        if self._test_chunks is None:
-            replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
-                                   keys=(self.config.env.obs, "action", "reward", "discount"),
-                                   wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec,
-                                   absorbing_steps=self._absorbing_steps)
-            state = RunState.read(self.run_state.held_out_replay)
-            if state is not None:
-                replay.restore(cast(dict, state))
-            self._held_out_replay = replay
-            self._test_chunks = iter(replay)
-        try:
-            chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
-        except TimeoutError as error:  # no test episode as long as a chunk yet: try again next test phase
-            self._test_chunks = None
-            log.info("no held-out model loss this test phase: %s", str(error).split(" (")[0])
-            return {}
-        batch = {key: tf.convert_to_tensor(np.stack([chunk[key] for chunk in chunks])) for key in chunks[0]}
-        metrics = self.learner.evaluate(batch)
-        return {f"test/{key}": float(value) for key, value in metrics.items() if key.startswith("loss/")}
 
     def catch_up_head(self, batches: Iterator[dict]) -> dict:
         """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
@@ -439,8 +349,8 @@ class Trainer:
         return records[-1] if records else {}
 
     def test_phase(self, batches: Iterator[dict]) -> dict:
-        """The test phase as one unit: the SAC head catches up with the model, then `run_test_phase` evaluates and checkpoints."""
-        last = self.run_test_phase(self.catch_up_head(batches))
+        """The test phase as one unit: the SAC head catches up with the model, then `TestPhase.run` evaluates and checkpoints."""
+        last = self.tests.run(self.catch_up_head(batches))
         log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
         return last
 

@@ -226,3 +226,12 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
         tf.io.gfile.remove(probe)
     except (tf.errors.OpError, OSError) as error:
         raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
+
+
+def remove_unused_logdir(logdir: str) -> None:
+    """Removes `logdir` if it holds nothing but its lock file (and empty folders): a start that failed before
+    writing anything (e.g. a missing package) leaves no folder behind."""
+    for _, _, files in tf.io.gfile.walk(logdir):
+        if set(files) - {LOCK_FILE}:
+            return
+    tf.io.gfile.rmtree(logdir)

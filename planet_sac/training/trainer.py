@@ -4,11 +4,28 @@ Data flows one way: environments -> episodes on disk -> replay loader -> learner
 (world model + SAC) -> agent's policy -> environments. A run is a sequence of phases
 derived from the global step: `train` phases of `schedule.train_phase_steps` updates
 (an episode collected per `schedule.collect_every` updates; the first phase may be shorter,
-`schedule.first_test_phase`), each followed by a `test` phase that evaluates without gradients. Because the phase is a function of the
-checkpointed counters, a resumed run continues in the right phase.
+`schedule.first_test_phase`), each followed by a `test` phase that evaluates without gradients.
+Because the phase is a function of the checkpointed counters, a resumed run continues in the
+right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule.Every`):
+
+    collect_seed_episodes()
+    batches = iter(replay of train_episodes/)
+    while not stopped:                                    # SIGINT/SIGTERM: finish the step, then checkpoint
+        if phase() == TEST:                               # schedule.test_phases_due(step) > test phases run
+            tests.run(catch_up_head(batches))             # held-out loss, test episodes, compare, checkpoint
+            continue
+        if when.done(step): break
+        step = update(next(batches))                      # world model + SAC head
+        if when.collect(step): collect(collecting_policy(policy, when.collection(step)))
+        if when.log(step, collected): log(update, collection, replay stats)
+        if when.video(step): log_open_loop(next(batches))
+        if when.checkpoint(step) and the update was finite: save_checkpoint()
+    save_checkpoint()
 
 The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
-(training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py).
+(training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py), the
+run's episode folders (episodes/folder.py), the schedule (training/schedule.py), the test phase
+(training/test_phase.py), the run's counters, restore and checkpoints (training/run_state.py).
 With `schedule.collect: false` the trainer collects nothing itself and learns from the
 episodes that `planet-sac collect --reload-every` processes write into `train_episodes/`.
 """
@@ -17,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
 import threading
 import time
 from typing import Iterator, Sequence, cast
@@ -36,17 +52,16 @@ from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec
-from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute, schedule
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
-from planet_sac.training.run_dir import LOCK_FILE, check_config_change, lock_run, prepare_logdir
+from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
 from planet_sac.training.run_state import TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
+from planet_sac.training.signals import GracefulStop
 from planet_sac.training.test_phase import TestPhase
 
 log = logging.getLogger("planet_sac")
-
 
 
 def make_tensorflow_deterministic() -> None:
@@ -79,14 +94,6 @@ def imagination_termination_warning(config: Config, replay_stats: dict) -> str |
 
 class NonFiniteError(RuntimeError):
     """Too many consecutive updates had a NaN/inf loss or gradient."""
-
-
-def _remove_if_only(folder: str, names: set[str]) -> None:
-    """Removes `folder` if it holds nothing but files named in `names` (and empty folders)."""
-    for _, _, files in tf.io.gfile.walk(folder):
-        if set(files) - names:
-            return
-    tf.io.gfile.rmtree(folder)
 
 
 class Trainer:
@@ -157,28 +164,23 @@ class Trainer:
             self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables,
                                              optional=[name for name in self.variables if name.startswith("run_state/")])
             self.logger = Logger(self.logdir)
-            self._stop = threading.Event()
-            self._warned_terminations = False
             self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
             self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
                                             self.logger, self.train_folder, self.test_folder, self.collects)
             self.tests = TestPhase(config, self.agent, self.learner, self.test_folder, self._test_env, self.counters,
                                    self.run_state, self.episode_spec, self.reset_seeds, self._log, self.logger.video,
                                    self.save_checkpoint)
+            self._stop = threading.Event()
+            self._warned_terminations = False
             self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
                                                            test_pending=lambda: self.phase() == TEST)
         except BaseException:
             self.close()
             if created:  # a start that failed before writing anything (e.g. a missing package) leaves no folder
-                _remove_if_only(self.logdir, {LOCK_FILE})
+                remove_unused_logdir(self.logdir)
             raise
 
     # ------------------------------------------------------------------ setup
-
-    @property
-    def _absorbing_steps(self) -> int:
-        """Absorbing steps the replays append to terminated episodes: n - 1, so SAC's n-step starts reach the end."""
-        return self.config.sac.n_step - 1
 
     def _check_offline_data(self) -> None:
         """Raises the replay's own NoEpisodesError (what was skipped and why, what the task expects) unless the offline
@@ -216,9 +218,16 @@ class Trainer:
             self.test_env = make_env(env, seed=seed)
         return self.test_env
 
+    def phase(self) -> str:
+        """`test` when a train phase has just been completed and not yet evaluated, else `train` (`schedule.phase`)."""
+        return schedule.phase(self.config, not self.offline, int(self.counters.step.numpy()),
+                              int(self.counters.test_phases.numpy()))
+
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
         return self.run_progress.save_checkpoint(self._replay, self.tests.held_out_replay)
+
+    # ------------------------------------------------------------------ acting
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
@@ -238,25 +247,6 @@ class Trainer:
                                                        seeds=self.reset_seeds(stream, on_disk, missing))
         self.run_progress.sync_episode_counters()
 
-    # ------------------------------------------------------------------ phases
-
-    def phase(self) -> str:
-        """`test` when a train phase has just been completed and not yet evaluated, else `train` (`schedule.phase`)."""
-        return schedule.phase(self.config, not self.offline, int(self.counters.step.numpy()),
-                              int(self.counters.test_phases.numpy()))
-
-    def catch_up_head(self, batches: Iterator[dict]) -> dict:
-        """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
-
-        Run before each test phase and before each episode the head collects, so that the head acts
-        on the features of the current model rather than trailing them. Returns the last round's
-        metrics as `catchup/sac/*` (empty when off).
-        """
-        metrics: dict = {}
-        for _ in range(self.config.sac.catchup_rounds):
-            metrics = self.learner.catch_up(next(batches))
-        return {f"catchup/{key}": float(value) for key, value in metrics.items()}
-
     def collect_train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
         """`count` episodes (default one per training environment) with the train phase of `policy` (default
         `policy.train`), into `train_episodes/`."""
@@ -273,10 +263,23 @@ class Trainer:
                                                      np.int64))
         return episodes
 
-    def _log(self, values: dict, phase: str) -> dict:
-        return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
-                                   env_steps=int(self.counters.env_steps.numpy()),
-                                   episodes=int(self.counters.train_episodes.numpy()))
+    def catch_up_head(self, batches: Iterator[dict]) -> dict:
+        """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
+
+        Run before each test phase and before each episode the head collects, so that the head acts
+        on the features of the current model rather than trailing them. Returns the last round's
+        metrics as `catchup/sac/*` (empty when off).
+        """
+        metrics: dict = {}
+        for _ in range(self.config.sac.catchup_rounds):
+            metrics = self.learner.catch_up(next(batches))
+        return {f"catchup/{key}": float(value) for key, value in metrics.items()}
+
+    def test_phase(self, batches: Iterator[dict]) -> dict:
+        """The test phase as one unit: the SAC head catches up with the model, then `TestPhase.run` evaluates and checkpoints."""
+        last = self.tests.run(self.catch_up_head(batches))
+        log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
+        return last
 
     # ------------------------------------------------------------------ main loop
 
@@ -295,7 +298,7 @@ class Trainer:
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
                                        seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
-                                       absorbing_steps=self._absorbing_steps,
+                                       absorbing_steps=self.config.sac.n_step - 1,  # SAC's n-step starts reach the end
                                        prefetch=0,  # deterministic: batches are drawn when needed, not ahead
                                        state=cast("dict | None", RunState.read(self.run_state.replay)))
         self._replay = replay
@@ -310,7 +313,7 @@ class Trainer:
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = LogWindow()
-        with _graceful_stop(self._stop):
+        with GracefulStop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
                     bar.set_description(TEST)
@@ -338,20 +341,7 @@ class Trainer:
         self.logger.flush()
         if not last:  # nothing left to do: answer with where the run is and what it last logged
             log.info("already at step %d of %d: nothing to train (pass a larger --train-steps to go on)", step, when.total)
-            last = self._last_train_record() or {"step": step}
-        return last
-
-    def _last_train_record(self) -> dict:
-        """The run's last training record in metrics.jsonl ({} without one)."""
-        if not tf.io.gfile.exists(self.logger.metrics_path):
-            return {}
-        records = [record for record in read_metrics(self.logger.metrics_path) if record.get("phase") == TRAIN]
-        return records[-1] if records else {}
-
-    def test_phase(self, batches: Iterator[dict]) -> dict:
-        """The test phase as one unit: the SAC head catches up with the model, then `TestPhase.run` evaluates and checkpoints."""
-        last = self.tests.run(self.catch_up_head(batches))
-        log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
+            last = self.logger.last_record(TRAIN) or {"step": step}
         return last
 
     def _update(self, batches: Iterator[dict], window: LogWindow) -> tuple[dict, int]:
@@ -410,6 +400,11 @@ class Trainer:
         error = float(np.mean(np.square(truth - prediction)))
         self._log({"model/open_loop_mse": error}, TRAIN)
 
+    def _log(self, values: dict, phase: str) -> dict:
+        return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
+                                   env_steps=int(self.counters.env_steps.numpy()),
+                                   episodes=int(self.counters.train_episodes.numpy()))
+
     def close(self) -> None:
         """Closes the logger and environments and releases the run directory's lock (idempotent)."""
         try:
@@ -421,31 +416,6 @@ class Trainer:
         finally:
             if getattr(self, "lock", None) is not None:
                 self.lock.release()
-
-
-class _graceful_stop:
-    """SIGINT/SIGTERM set `event` (the loop then checkpoints and exits) instead of killing mid-write."""
-
-    def __init__(self, event: threading.Event):
-        self.event = event
-        self.previous: dict = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.event.is_set():  # a second signal: stop now
-            raise KeyboardInterrupt
-        log.warning("received %s: finishing the current step, then checkpointing", signal.Signals(signum).name)
-        self.event.set()
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        return False
 
 
 def train(config: Config | str, logdir: str, offline_data: str | None = None, restore_from: str | None = None,

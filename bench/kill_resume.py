@@ -48,7 +48,7 @@ def wait_for_checkpoint_after(logdir: str, step: int, process: subprocess.Popen,
 
 def complete_episodes(logdir: str) -> set[str]:
     """Every complete episode file of the run, those a resume set aside in `interrupted/` included."""
-    from planet_sac.episodes.storage import list_episodes
+    from planet_sac.episodes.folder import list_episodes
 
     return {path for sub in ("train_episodes", "test_episodes", "train_episodes/interrupted", "test_episodes/interrupted")
             for path in list_episodes(f"{logdir}/{sub}")}

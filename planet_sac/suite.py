@@ -341,7 +341,8 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
 def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence[str] = (), method: str = METHOD,
             eval_episodes: int = 10, compare_episodes: int = 5, progress: bool = True) -> dict:
     """Trains (or resumes) one run to `env_steps`, evaluates it, and publishes its record and result.json."""
-    from planet_sac.training.run_dir import episode_stats, resolve_run_config
+    from planet_sac.episodes.folder import EpisodeFolder
+    from planet_sac.training.run_dir import resolve_run_config
     from planet_sac.training.trainer import Trainer
 
     started = time.perf_counter()
@@ -353,7 +354,7 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
                  "run directory found" if existed else "new run directory")
         trainer.collect_seed_episodes()
         # From the seed episodes alone (the oldest files): a resumed run aims at the updates of an uninterrupted one.
-        seeds, seed_agent_steps = episode_stats(trainer.train_dir, oldest=config.data.seed_episodes)
+        seeds, seed_agent_steps = EpisodeFolder(trainer.train_dir).counts(oldest=config.data.seed_episodes)
         train_steps = train_steps_for(config, env_steps, seeds, seed_agent_steps)
         if train_steps == 0:
             raise ConfigError(f"--env-steps {env_steps}: the {seeds} seed episodes of {spec.task} alone hold "
@@ -386,10 +387,8 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
     clock = wall_clock(metrics)
     clock.update({"evaluation": evaluation_seconds, "this_call_training": train_seconds})
     if config.env.obs == "image":  # an estimate: the time of one frame now x the frames of the saved episodes
-        from planet_sac.training.run_dir import episode_stats
-
         per_frame = render_seconds_per_frame(config)
-        frames = sum(episode_stats(os.path.join(spec.run_dir, folder))[1] for folder in ("train_episodes", "test_episodes"))
+        frames = sum(EpisodeFolder(os.path.join(spec.run_dir, folder)).counts()[1] for folder in ("train_episodes", "test_episodes"))
         clock.update({"rendering_per_frame": per_frame, "rendering_estimate": per_frame * frames})
     from planet_sac.benchmark import machine
     from planet_sac.models.precision import resolve_precision

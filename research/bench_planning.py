@@ -27,7 +27,8 @@ import tensorflow as tf
 
 from planet_sac.agent import load_agent
 from planet_sac.control import cem
-from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.episodes.folder import list_episodes
+from planet_sac.episodes.storage import load_episode
 
 
 def posterior_states(world_model, episode: dict, count: int, skip: int = 5) -> list[dict]:

@@ -42,7 +42,7 @@ from planet_sac.checkpoints import find_run_config
 from planet_sac.episodes.loader import make_dataset
 from planet_sac.plotting import POLICY_RETURN, run_labels
 from planet_sac.training.learner import Learner
-from planet_sac.training.trainer import SAC_ACTING
+from planet_sac.training.schedule import SAC_ACTING
 
 COLLECTING = ("cem", "sac")
 

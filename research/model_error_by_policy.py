@@ -27,7 +27,8 @@ import tensorflow as tf
 from planet_sac.acting.actor import TEST, Actor
 from planet_sac.agent import load_agent
 from planet_sac.diagnostics import episode_posteriors
-from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.episodes.folder import list_episodes
+from planet_sac.episodes.storage import load_episode
 
 
 def reward_gaps(world_model, episode: dict, horizon: int, every: int) -> tuple[list[float], list[float]]:

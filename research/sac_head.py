@@ -55,7 +55,8 @@ from planet_sac.checkpoints import Checkpointer
 from planet_sac.config import apply_overrides, save_config
 from planet_sac.control.policy import Policy
 from planet_sac.diagnostics import critic_vs_returns
-from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.episodes.folder import list_episodes
+from planet_sac.episodes.storage import load_episode
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.learner import head_round
 

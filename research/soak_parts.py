@@ -76,16 +76,17 @@ def main() -> None:
         trainer.checkpointer.save(step[0])
 
     from planet_sac.diagnostics import critic_vs_returns
-    from planet_sac.episodes.storage import list_episodes, load_episode
+    from planet_sac.episodes.folder import list_episodes
+    from planet_sac.episodes.storage import load_episode
 
     test_episode = load_episode(list_episodes(trainer.test_dir)[0])
 
     def compare() -> None:
-        trainer._compare_return("cem")
+        trainer.tests.compare_return("cem")
 
     parts = {
-        "test_phase": trainer.run_test_phase,  # held-out loss, test episodes, critic vs returns, video, checkpoint
-        "held_out": trainer.held_out_loss,
+        "test_phase": trainer.tests.run,  # held-out loss, test episodes, critic vs returns, video, checkpoint
+        "held_out": trainer.tests.held_out_loss,
         "critic": lambda: critic_vs_returns(trainer.agent.world_model, trainer.agent.sac, test_episode,
                                             config.sac.discount),
         "open_loop": lambda: trainer.log_open_loop(fixed),

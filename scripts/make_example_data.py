@@ -17,7 +17,7 @@ import os
 
 from planet_sac.acting.actor import Actor, RandomPolicy
 from planet_sac.envs import make_env
-from planet_sac.episodes.storage import list_episodes
+from planet_sac.episodes.folder import list_episodes
 
 DATASETS = (
     ("pendulum_state", dict(task="gym:Pendulum-v1", obs="state", action_repeat=1), 5),

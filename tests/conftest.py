@@ -79,7 +79,7 @@ def smoke_run(tmp_path_factory) -> tuple[str, list[str]]:
 
     The run is trained once per session (`made_once_per_session`); each worker process reads its own copy."""
     from planet_sac.cli import main
-    from planet_sac.episodes.storage import list_episodes
+    from planet_sac.episodes.folder import list_episodes
 
     smoke = str(CONFIGS / "smoke.yaml")
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from planet_sac.acting.evaluation import evaluate
 from planet_sac.cli import main
 from planet_sac.config import POLICIES, load_config
-from planet_sac.episodes.storage import list_episodes
+from planet_sac.episodes.folder import list_episodes
 from planet_sac.training.trainer import Trainer
 from tests.conftest import CONFIGS, DATA
 

@@ -53,7 +53,8 @@ def test_the_example_environment_trains_from_the_command_line_in_two_processes(m
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
                  "--set", "env.task=gym:myreach_example:MyReach-v0", "--set", "env.num_envs=2",
                  "--set", "schedule.train_steps=5"]) == 0
-    from planet_sac.episodes.storage import list_episodes, load_episode
+    from planet_sac.episodes.folder import list_episodes
+    from planet_sac.episodes.storage import load_episode
 
     episodes = [load_episode(path) for path in list_episodes(str(logdir / "train_episodes"))]
     assert len(episodes) >= 2

@@ -141,7 +141,7 @@ def test_training_with_two_environment_processes(tmp_path):
     import json
 
     from planet_sac.cli import main
-    from planet_sac.episodes.storage import list_episodes
+    from planet_sac.episodes.folder import list_episodes
     from tests.conftest import CONFIGS
 
     logdir = tmp_path / "run"

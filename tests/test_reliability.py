@@ -11,8 +11,9 @@ import pytest
 import tensorflow as tf
 
 from planet_sac.config import load_config
+from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.loader import EpisodeReplay
-from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.episodes.storage import load_episode
 from planet_sac.training.trainer import NonFiniteError, Trainer, train
 from tests.conftest import CONFIGS, ROOT
 

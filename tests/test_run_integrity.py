@@ -26,7 +26,8 @@ import tensorflow as tf
 
 from planet_sac.checkpoints import Checkpointer, CheckpointError, checkpoint_files, named_variables, read_checkpoint
 from planet_sac.cli import main
-from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.episodes.folder import list_episodes
+from planet_sac.episodes.storage import load_episode
 from planet_sac.training.run_dir import LOCK_FILE, RunLockedError, lock_run
 from tests.conftest import CONFIGS, ROOT, logged_warnings, save_version
 
@@ -627,12 +628,13 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
     the phase and ends with an uninterrupted run's test episodes (2 seed + 1 per phase), the first attempt's
     episode kept aside in test_episodes/interrupted/ (it used to join the held-out data: one too many)."""
     from planet_sac.config import load_config
+    from planet_sac.training import test_phase as test_phase_module
     from planet_sac.training import trainer as trainer_module
 
     settings = ["schedule.train_phase_steps=5", "schedule.test_episodes=1", "data.test_seed_episodes=2",
                 "schedule.checkpoint_every=5"]
     config = load_config(SMOKE, [*RESUME_SETTINGS, *settings])
-    real = trainer_module.critic_vs_returns
+    real = test_phase_module.critic_vs_returns
     calls = []
 
     def killed_in_the_second_phase(*args, **kwargs):  # runs after the phase's episode is saved, before its checkpoint
@@ -641,11 +643,11 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "critic_vs_returns", killed_in_the_second_phase)
+    monkeypatch.setattr(test_phase_module, "critic_vs_returns", killed_in_the_second_phase)
     logdir = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         trainer_module.train(config, str(logdir), train_steps=10, progress=False)
-    monkeypatch.setattr(trainer_module, "critic_vs_returns", real)
+    monkeypatch.setattr(test_phase_module, "critic_vs_returns", real)
     trainer_module.train(config, str(logdir), train_steps=10, progress=False)
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     phases = [r["step"] for r in records if r.get("phase") == "test"]
@@ -679,14 +681,14 @@ def test_a_resumed_run_still_collects_on_top_of_episodes_that_were_there_before_
 def test_a_runs_episode_counts_are_its_named_episodes_and_ignore_other_npz_files(tmp_path):
     """A run counts (and reconciles collections against) files named as it names episodes; a junk.npz dropped into
     train_episodes is neither an episode collected nor a step taken (by hand: 2 episodes, 30 + 45 steps)."""
+    from planet_sac.episodes.folder import EpisodeFolder
     from planet_sac.episodes.storage import episode_filename
-    from planet_sac.training.run_dir import episode_stats, run_episodes
 
     folder = tmp_path / "train_episodes"
     folder.mkdir()
     for second, length in ((1, 30), (2, 45)):
         (folder / episode_filename(length, now=dt.datetime(2026, 1, 1, 0, 0, second))).write_bytes(b"")
     (folder / "junk.npz").write_bytes(b"not an episode")
-    assert episode_stats(str(folder)) == (2, 75)
-    assert episode_stats(str(folder), oldest=1) == (1, 30)
-    assert [os.path.basename(path)[-7:] for path in run_episodes(str(folder))] == ["-30.npz", "-45.npz"]
+    assert EpisodeFolder(str(folder)).counts() == (2, 75)
+    assert EpisodeFolder(str(folder)).counts(oldest=1) == (1, 30)
+    assert [os.path.basename(path)[-7:] for path in EpisodeFolder(str(folder)).collected()] == ["-30.npz", "-45.npz"]

@@ -12,11 +12,11 @@ import zipfile
 import numpy as np
 import pytest
 
+from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.storage import (
     BadEpisodeError,
     EpisodeSpec,
     episode_filename,
-    list_episodes,
     load_episode,
     save_episode,
     validate_episode,

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from planet_sac.config import ConfigError, apply_overrides
+from planet_sac.training import test_phase as test_phase_module
 from planet_sac.training import trainer as trainer_module
 
 
@@ -38,7 +39,8 @@ def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run
                 agent_actors.append((self.phase, self.outdir))
             return super().run(num_episodes, progress, seeds)
 
-    monkeypatch.setattr(trainer_module, "Actor", SpyActor)
+    monkeypatch.setattr(trainer_module, "Actor", SpyActor)  # training episodes
+    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes
     try:
         trainer.run()
         assert_catch_up_rounds(trainer, catchups=1)
@@ -94,7 +96,7 @@ def test_catch_up_needs_sac_updates(smoke_config):
     (0.0, ["cem", "cem", "cem"]),
 ])
 def test_sac_share_spreads_the_head_collections_evenly(smoke_config, share, expected):
-    from planet_sac.training.trainer import collecting_policy
+    from planet_sac.training.schedule import collecting_policy
 
     policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
     assert [collecting_policy(policy, index) for index in range(len(expected))] == expected
@@ -105,7 +107,7 @@ def test_sac_share_is_exact_over_many_collections(smoke_config, share):
     """The head's collections counted with exact fractions: floor((k + 1) s) > floor(k s) (0.29 x 100 is 28.999... in floats)."""
     from fractions import Fraction
 
-    from planet_sac.training.trainer import collecting_policy
+    from planet_sac.training.schedule import collecting_policy
 
     policy = apply_overrides(smoke_config, [f"policy.sac_share={share}"]).policy
     exact = Fraction(share)
@@ -118,7 +120,7 @@ def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
     """The fix of the first run (research/pendulum_head): in configs/pendulum.yaml the head collects 7 of the 15
     training episodes (the 2nd, 4th, ...) and catches up with the model before each."""
     from planet_sac.config import load_config
-    from planet_sac.training.trainer import collecting_policy
+    from planet_sac.training.schedule import collecting_policy
 
     config = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "pendulum.yaml"))
     collections = config.schedule.train_steps // config.schedule.collect_every
@@ -147,7 +149,8 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[0])])
             return super().run(num_episodes, progress, seeds)
 
-    monkeypatch.setattr(trainer_module, "Actor", SpyActor)
+    monkeypatch.setattr(trainer_module, "Actor", SpyActor)  # training episodes
+    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes (none is in the train phase)
     try:
         trainer.run()
         assert int(trainer.learner.optimizer.iterations.numpy()) == 20  # the world model: updates only

@@ -15,7 +15,7 @@ import pytest
 
 from planet_sac.cli import main
 from planet_sac.config import ConfigError, load_config
-from planet_sac.episodes.storage import list_episodes
+from planet_sac.episodes.folder import list_episodes
 from planet_sac.plotting import _task
 from tests.conftest import CONFIGS, DATA
 

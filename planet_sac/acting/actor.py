@@ -23,7 +23,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from planet_sac.envs import EnvBatch, LocalEnvs, resize_image
-from planet_sac.episodes.storage import save_episode
+from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.errors import SetupError
 
 log = logging.getLogger("planet_sac")
@@ -62,17 +62,21 @@ class Actor:
     """Environments + a policy + an episode writer.
 
     `run(n)` plays `n` episodes spread over the batch's environments and, when `outdir` is
-    set, writes each finished episode to its own file there (atomically, see `save_episode`).
+    set (an `EpisodeFolder` or its directory), writes each finished episode to its own file
+    there (`EpisodeFolder.write`: atomically).
     """
 
     def __init__(self, envs: EnvBatch | gymnasium.Env, policy: ActingPolicy, phase: str = TRAIN,
-                 outdir: str | None = None):
+                 outdir: str | EpisodeFolder | None = None):
         if phase not in (TRAIN, TEST):
             raise ValueError(f"phase must be {TRAIN!r} or {TEST!r}, got {phase!r}")
         self.envs: EnvBatch = LocalEnvs(envs) if isinstance(envs, gymnasium.Env) else envs
         self.policy = policy
         self.phase = phase
-        self.outdir = outdir
+        if isinstance(outdir, str):
+            outdir = EpisodeFolder(outdir) if outdir else None
+        self.folder: EpisodeFolder | None = outdir
+        self.outdir = outdir.directory if outdir is not None else None  # the folder's directory
         self.crashes = 0
 
     def run(self, num_episodes: int, progress: bool = False, seeds: Sequence[int] | None = None) -> list[dict]:
@@ -145,8 +149,8 @@ class Actor:
         for key in ("action", "reward", "discount"):
             episode[key] = np.asarray(record[key], np.float32)
         summary: dict[str, Any] = {"length": len(episode["action"]) - 1, "return": float(episode["reward"].sum()),
-                                   "env": index, "path": save_episode(self.outdir, episode) if self.outdir else None}
-        if not self.outdir:
+                                   "env": index, "path": self.folder.write(episode) if self.folder is not None else None}
+        if self.folder is None:
             summary["episode"] = episode
         return summary
 

@@ -34,6 +34,7 @@ from planet_sac.checkpoints import CheckpointError, find_run_config, latest_chec
 from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import apply_overrides
 from planet_sac.envs import make_envs
+from planet_sac.episodes.folder import EpisodeFolder
 
 log = logging.getLogger("planet_sac")
 
@@ -45,7 +46,7 @@ def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", ac
     env = dataclasses.replace(apply_overrides(Config(), list(overrides)).env, task=task, obs=cast(Literal["image", "state"], obs),
                               action_repeat=action_repeat, time_limit=time_limit)
     envs = make_envs(env, seed=seed)
-    actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, outdir)
+    actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, EpisodeFolder(outdir))
     try:
         return actor.run(episodes, progress=progress)
     finally:
@@ -90,7 +91,8 @@ class Collector:
         except BaseException:
             self.envs.close()
             raise
-        self.actor = Actor(self.envs, self.agent.policy, TRAIN, outdir)
+        self.folder = EpisodeFolder(outdir)  # the episodes' folder: may be a learner's train_episodes/, shared
+        self.actor = Actor(self.envs, self.agent.policy, TRAIN, self.folder)
         self.collected: list[dict] = []  # every episode written so far, also when `run` is interrupted
         self._checked = time.monotonic()
 

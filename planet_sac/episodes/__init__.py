@@ -1,11 +1,13 @@
-"""Episode files on disk and the streaming replay that reads them."""
+"""Episode files on disk (`storage`: one file's format), a run's episode folder (`folder`), and the streaming replay
+that reads folders (`loader`)."""
 
+from planet_sac.episodes.folder import EpisodeFolder, list_episodes
 from planet_sac.episodes.loader import ChunkInfo, EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import (
     BadEpisodeError,
     EpisodeSpec,
     episode_filename,
-    list_episodes,
+    episode_length,
     load_episode,
     save_episode,
     validate_episode,
@@ -14,9 +16,11 @@ from planet_sac.episodes.storage import (
 __all__ = [
     "BadEpisodeError",
     "ChunkInfo",
+    "EpisodeFolder",
     "EpisodeReplay",
     "EpisodeSpec",
     "episode_filename",
+    "episode_length",
     "list_episodes",
     "load_episode",
     "make_dataset",

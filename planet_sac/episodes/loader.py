@@ -36,7 +36,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, list_episodes, load_episode
+from planet_sac.episodes.folder import EpisodeFolder
+from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, load_episode
 
 logger = logging.getLogger("planet_sac")
 
@@ -60,7 +61,9 @@ class EpisodeReplay:
     """Iterable of random fixed-length chunks streamed from episode directories.
 
     Args:
-      directory: one directory or several (their union is used); may be ``gs://``.
+      directory: one directory or several (their union is used); may be ``gs://``. Each is read as an
+        `EpisodeFolder`: its episodes are the `.npz` files directly inside it, hidden names and subfolders
+        (a run's `interrupted/`, a test phase's staging folder) left out.
       chunk_length: steps per chunk. A shorter episode that ended in a termination is
         padded with its absorbing state (`pad_with_absorbing_state`); other shorter
         episodes are skipped (not deleted).
@@ -108,6 +111,7 @@ class EpisodeReplay:
         self.directories = [directory] if isinstance(directory, str) else list(directory)
         if not self.directories:
             raise ValueError("need at least one episode directory")
+        self._folders = [EpisodeFolder(path) for path in self.directories]  # listed by the folders' one rule
         if absorbing_steps < 0:
             raise ValueError(f"absorbing_steps must be >= 0, got {absorbing_steps}")
         self.chunk_length = chunk_length
@@ -304,7 +308,7 @@ class EpisodeReplay:
         with self._lock:
             self.stats["scans"] += 1
             try:
-                new = [path for directory in self.directories for path in list_episodes(directory)]
+                new = [path for folder in self._folders for path in folder.paths()]
             except (OSError, tf.errors.OpError) as error:  # e.g. a flaky gs:// listing: try again next pass
                 logger.warning("Could not list episode directories (will retry): %s", error)
                 return

@@ -16,9 +16,11 @@ discount   float32             ``[T+1]``, in [0, 1]; 0 only after a termination
 ========== =================== ==============================================
 
 Files are named ``{UTC %Y%m%dT%H%M%S}-{uuid4 hex}-{T}.npz`` so that sorting by
-name sorts by time. All file I/O goes through ``tf.io.gfile`` (so directories
-may live on ``gs://``), and files are written under a temporary name and then
-renamed, so readers never see a partial episode.
+name sorts by time (``episode_filename`` writes the name, ``episode_length``
+reads ``T`` back from it). All file I/O goes through ``tf.io.gfile`` (so directories
+may live on ``gs://``), and files are written under a hidden temporary name and then
+renamed, so readers never see a partial episode. Which files of a folder are its
+episodes is the folder's rule (``planet_sac.episodes.folder``).
 
 ``load_episode`` treats every file as untrusted: it never unpickles, checks
 the declared sizes before decompressing anything, and validates dtypes,
@@ -33,6 +35,7 @@ import datetime as dt
 import io
 import math
 import os
+import re
 import uuid
 import zipfile
 from collections.abc import Mapping
@@ -123,6 +126,17 @@ def episode_filename(length: int, now: dt.datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex}-{int(length)}.npz"
 
 
+_LENGTH_SUFFIX = re.compile(r"-(\d+)\.npz$")
+"""The end of a name that `episode_filename` wrote: the episode's length in agent steps."""
+
+
+def episode_length(path: str) -> int | None:
+    """The length (agent steps, i.e. actions) that the name of `path` ends in, as `episode_filename` writes it
+    (`...-<length>.npz`); None for a name without that suffix. Reads the name only, never the file."""
+    match = _LENGTH_SUFFIX.search(path)
+    return int(match.group(1)) if match else None
+
+
 _SAVEZ_ARGUMENTS = frozenset({"file", "allow_pickle"})
 
 
@@ -130,8 +144,9 @@ def save_episode(directory: str, episode: Mapping[str, np.ndarray]) -> str:
     """Validate ``episode``, write it atomically into ``directory`` and return its path.
 
     Floating arrays are stored as float32. The data is first written to a
-    hidden temporary file in the same directory (ignored by
-    :func:`list_episodes`) and then renamed to its final name.
+    hidden temporary file in the same directory (a name starting with ``.``, which
+    no folder lists: ``planet_sac.episodes.folder``) and then renamed to its final
+    name, ``episode_filename(T)``.
     """
     validate_episode(episode)
     reserved = sorted(set(episode) & _SAVEZ_ARGUMENTS)
@@ -154,21 +169,6 @@ def save_episode(directory: str, episode: Mapping[str, np.ndarray]) -> str:
             tf.io.gfile.remove(temp)
         raise
     return final
-
-
-def list_episodes(directory: str) -> list[str]:
-    """Paths of the completed episodes in ``directory``, oldest first (sorted by name).
-
-    Temporary and hidden files are ignored; a missing directory gives ``[]``.
-    """
-    if not tf.io.gfile.isdir(directory):
-        return []
-    names = [
-        name
-        for name in tf.io.gfile.listdir(directory)
-        if name.endswith(".npz") and not name.startswith(".")
-    ]
-    return [os.path.join(directory, name) for name in sorted(names)]
 
 
 def validate_episode(episode: Mapping[str, np.ndarray], spec: EpisodeSpec | None = None) -> None:

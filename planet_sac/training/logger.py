@@ -114,6 +114,13 @@ class Logger:
                     tf.summary.scalar(key, np.asarray(value, np.float32))
         return record
 
+    def last_record(self, phase: str) -> dict:
+        """The last record of `phase` (`train` or `test`) in metrics.jsonl ({} without one)."""
+        if not tf.io.gfile.exists(self.metrics_path):
+            return {}
+        records = [record for record in read_metrics(self.metrics_path) if record.get("phase") == phase]
+        return records[-1] if records else {}
+
     def video(self, step: int, name: str, frames: np.ndarray, fps: int = 10) -> None:
         """Logs frames [T, H, W, 3] (uint8, or floats in [0, 1]) as an animated GIF TensorBoard plays."""
         frames = to_uint8(frames)

@@ -1,7 +1,8 @@
-"""A run's directory: its config, its single writer's lock, and what its episode folders hold.
+"""A run's directory: its config and its single writer's lock.
 
 Everything a run writes lives under its logdir: `config.yaml`, `train_episodes/`,
 `test_episodes/`, `checkpoints/`, `metrics.jsonl`, TensorBoard event files and `run.lock`.
+What the episode folders hold is `episodes.folder.EpisodeFolder`'s contract.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -21,7 +21,6 @@ import tensorflow as tf
 
 from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import apply_overrides, diff, load_config, read_config_file
-from planet_sac.episodes.storage import list_episodes
 
 log = logging.getLogger("planet_sac")
 
@@ -230,23 +229,10 @@ def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
         raise ConfigError(f"{flag} {logdir} is not writable ({error.__class__.__name__}); choose another path") from None
 
 
-_LENGTH_SUFFIX = re.compile(r"-(\d+)\.npz$")
-"""The end of an episode file's name (`episode_filename`): its length in agent steps."""
-
-
-def run_episodes(directory: str) -> list[str]:
-    """The episode files of a directory that a run counts, oldest first: those named as `episode_filename` names
-    them (ending in `-<length>.npz`). Other .npz files there (copied in by hand, say) are still trained on if they
-    are episodes, but are not the run's collections."""
-    return [path for path in list_episodes(directory) if _LENGTH_SUFFIX.search(path)]
-
-
-def episode_stats(directory: str, oldest: int | None = None) -> tuple[int, int]:
-    """(episodes, agent steps) of a directory's `run_episodes`, or of its `oldest` ones, read from the file names'
-    length suffix (environment steps are agent steps x the action repeat)."""
-    paths = run_episodes(directory)[:oldest]
-    steps = 0
-    for path in paths:
-        match = _LENGTH_SUFFIX.search(path)
-        steps += int(match.group(1)) if match else 0
-    return len(paths), steps
+def remove_unused_logdir(logdir: str) -> None:
+    """Removes `logdir` if it holds nothing but its lock file (and empty folders): a start that failed before
+    writing anything (e.g. a missing package) leaves no folder behind."""
+    for _, _, files in tf.io.gfile.walk(logdir):
+        if set(files) - {LOCK_FILE}:
+            return
+    tf.io.gfile.rmtree(logdir)

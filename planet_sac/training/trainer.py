@@ -4,24 +4,36 @@ Data flows one way: environments -> episodes on disk -> replay loader -> learner
 (world model + SAC) -> agent's policy -> environments. A run is a sequence of phases
 derived from the global step: `train` phases of `schedule.train_phase_steps` updates
 (an episode collected per `schedule.collect_every` updates; the first phase may be shorter,
-`schedule.first_test_phase`), each followed by a `test` phase that evaluates without gradients. Because the phase is a function of the
-checkpointed counters, a resumed run continues in the right phase.
+`schedule.first_test_phase`), each followed by a `test` phase that evaluates without gradients.
+Because the phase is a function of the checkpointed counters, a resumed run continues in the
+right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule.Every`):
+
+    collect_seed_episodes()
+    batches = iter(replay of train_episodes/)
+    while not stopped:                                    # SIGINT/SIGTERM: finish the step, then checkpoint
+        if phase() == TEST:                               # schedule.test_phases_due(step) > test phases run
+            tests.run(catch_up_head(batches))             # held-out loss, test episodes, compare, checkpoint
+            continue
+        if when.done(step): break
+        step = update(next(batches))                      # world model + SAC head
+        if when.collect(step): collect(collecting_policy(policy, when.collection(step)))
+        if when.log(step, collected): log(update, collection, replay stats)
+        if when.video(step): log_open_loop(next(batches))
+        if when.checkpoint(step) and the update was finite: save_checkpoint()
+    save_checkpoint()
 
 The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
-(training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py).
+(training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py), the
+run's episode folders (episodes/folder.py), the schedule (training/schedule.py), the test phase
+(training/test_phase.py), the run's counters, restore and checkpoints (training/run_state.py).
 With `schedule.collect: false` the trainer collects nothing itself and learns from the
 episodes that `planet-sac collect --reload-every` processes write into `train_episodes/`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import json
+import functools
 import logging
-import math
-import os
-import signal
 import threading
 import time
 from typing import Iterator, Sequence, cast
@@ -31,29 +43,26 @@ import tensorflow as tf
 from gymnasium import spaces
 from tqdm import tqdm
 
-from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy, RecordFrames
+from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy
 from planet_sac.agent import Agent
-from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve, restore_filtered
-from planet_sac.config import Config, ConfigError, PolicyConfig
-from planet_sac.config_loading import load_config, save_config
-from planet_sac.diagnostics import critic_vs_returns, open_loop
-from planet_sac.envs import EnvBatch, episode_limit, episode_seed, make_env, make_envs
+from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve
+from planet_sac.config import Config, ConfigError
+from planet_sac.config_loading import load_config
+from planet_sac.diagnostics import open_loop
+from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
+from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import EpisodeSpec, list_episodes, load_episode
-from planet_sac.metrics import read_metrics
-from planet_sac.training import distribute
+from planet_sac.episodes.storage import EpisodeSpec
+from planet_sac.training import distribute, schedule
 from planet_sac.training.learner import Learner
 from planet_sac.training.logger import Logger, untracked
-from planet_sac.training.run_dir import LOCK_FILE, check_config_change, episode_stats, lock_run, prepare_logdir, run_episodes
+from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
+from planet_sac.training.run_state import TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
+from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
+from planet_sac.training.signals import GracefulStop
+from planet_sac.training.test_phase import TestPhase
 
 log = logging.getLogger("planet_sac")
-
-SAC_ACTING = ("sac", "sac_guided_cem")
-"""Training policies that act with the SAC head: the head catches up before each episode they collect."""
-EVAL_VIDEO_SIZE = 128
-"""Height and width of the rendered frames of state-observation tasks in TensorBoard's eval/video."""
-TEST_SEED_OFFSET = 10_000
-"""The test environment's seed is env.seed + this, so test episodes never repeat training ones."""
 
 
 def make_tensorflow_deterministic() -> None:
@@ -67,19 +76,6 @@ def make_tensorflow_deterministic() -> None:
     """
     tf.config.experimental.enable_op_determinism()
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-
-
-def collecting_policy(policy: PolicyConfig, collection: int) -> str:
-    """The policy that collects the `collection`-th batch of training episodes (0 = the first after the seed episodes).
-
-    `policy.train`, except for a `policy.sac_share` of the collections, spread evenly (0.5: the 2nd, 4th, ...),
-    which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
-    where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
-    """
-    share = policy.sac_share
-    if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
-        return "sac"
-    return policy.train
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
@@ -100,53 +96,6 @@ def imagination_termination_warning(config: Config, replay_stats: dict) -> str |
 class NonFiniteError(RuntimeError):
     """Too many consecutive updates had a NaN/inf loss or gradient."""
 
-
-class RunState(tf.Module):
-    """What else a checkpoint holds so that a resumed run continues as the uninterrupted one would: the replays'
-    states (`EpisodeReplay.state`) and the names of the training episodes on disk, as JSON strings ("" until set)."""
-
-    def __init__(self):
-        super().__init__(name="run_state")
-        with tf.name_scope("run_state/"):
-            self.replay = tf.Variable("", dtype=tf.string, trainable=False, name="replay")
-            self.held_out_replay = tf.Variable("", dtype=tf.string, trainable=False, name="held_out_replay")
-            self.train_episodes = tf.Variable("", dtype=tf.string, trainable=False, name="train_episodes")
-
-    @staticmethod
-    def read(variable: tf.Variable) -> object | None:
-        text = variable.numpy().decode()
-        return json.loads(text) if text else None
-
-
-class Counters(tf.Module):
-    """Checkpointed progress of a run."""
-
-    def __init__(self):
-        super().__init__(name="counters")
-        with tf.name_scope("counters/"):
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-            self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
-            self.train_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_episodes")
-            self.test_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_episodes")
-            self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
-
-
-def _remove_if_only(folder: str, names: set[str]) -> None:
-    """Removes `folder` if it holds nothing but files named in `names` (and empty folders)."""
-    for _, _, files in tf.io.gfile.walk(folder):
-        if set(files) - names:
-            return
-    tf.io.gfile.rmtree(folder)
-
-
-# What belongs to a run, not to a model: a filtered restore never takes it from another run. Counters (steps, test
-# phases, ...) would skip the new run's schedule; random-number streams would make a seed-7 run draw the source's
-# seed-0 noise; the count of consecutive non-finite updates would shorten the new run's stop limit.
-INTERRUPTED = "interrupted"  # <episodes>/interrupted/: episodes of work a resumed run redoes (kept, never read)
-TEST_PHASE_FOLDER = ".test_phase-"  # test_episodes/.test_phase-K/: the episodes of test phase K until it is checkpointed
-RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_updates|consecutive_skips)$", r"run_state/")
-# Episode streams whose resets are seeded by counters (`envs.episode_seed`), so a resumed run resets as before.
-TRAIN_STREAM, TEST_STREAM, COMPARE_STREAM = 0, 1, 2
 
 class Trainer:
     """Runs PlaNet's phase schedule for one logdir. Use `train(...)` for the one-call version.
@@ -181,6 +130,7 @@ class Trainer:
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
+        self.train_folder, self.test_folder = EpisodeFolder(self.train_dir), EpisodeFolder(self.test_dir)
         # Checked before the logdir is made: a failed start leaves nothing behind.
         if self.offline and not tf.io.gfile.isdir(self.train_dir):
             raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
@@ -193,7 +143,6 @@ class Trainer:
 
         self.envs: EnvBatch | None = None
         self.test_env = None
-        self._can_render = True
         try:
             obs_shape, action_size = self._data_shapes()
             self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
@@ -206,7 +155,6 @@ class Trainer:
             self.counters = Counters()
             self.run_state = RunState()
             self._replay: EpisodeReplay | None = None  # the training replay while `run` runs
-            self._held_out_replay: EpisodeReplay | None = None
             self.variables = named_variables(
                 [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters,
                  self.run_state],
@@ -217,22 +165,23 @@ class Trainer:
             self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables,
                                              optional=[name for name in self.variables if name.startswith("run_state/")])
             self.logger = Logger(self.logdir)
-            self._test_chunks: Iterator[dict] | None = None  # chunks of test_episodes/ for the held-out loss
+            self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
+            self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
+                                            self.logger, self.train_folder, self.test_folder, self.collects)
+            self.tests = TestPhase(config, self.agent, self.learner, self.test_folder, self._test_env, self.counters,
+                                   self.run_state, self.episode_spec, self.reset_seeds, self._log, self.logger.video,
+                                   self.save_checkpoint)
             self._stop = threading.Event()
             self._warned_terminations = False
-            self.start_message = self._restore(restore_from, include, exclude)
+            self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
+                                                           test_pending=lambda: self.phase() == TEST)
         except BaseException:
             self.close()
             if created:  # a start that failed before writing anything (e.g. a missing package) leaves no folder
-                _remove_if_only(self.logdir, {LOCK_FILE})
+                remove_unused_logdir(self.logdir)
             raise
 
     # ------------------------------------------------------------------ setup
-
-    @property
-    def _absorbing_steps(self) -> int:
-        """Absorbing steps the replays append to terminated episodes: n - 1, so SAC's n-step starts reach the end."""
-        return self.config.sac.n_step - 1
 
     def _check_offline_data(self) -> None:
         """Raises the replay's own NoEpisodesError (what was skipped and why, what the task expects) unless the offline
@@ -270,230 +219,50 @@ class Trainer:
             self.test_env = make_env(env, seed=seed)
         return self.test_env
 
-    def _restore(self, restore_from: str | None, include: Sequence[str], exclude: Sequence[str]) -> str:
-        """Resumes from this logdir's latest checkpoint, or starts from a filtered restore of another run."""
-        resumed = self.checkpointer.restore_latest()
-        if not resumed:
-            self._refuse_a_run_without_checkpoints()
-        if resumed:
-            step = int(self.counters.step.numpy())
-            episodes_at_checkpoint = int(self.counters.train_episodes.numpy())
-            message = f"resumed {resumed} at step {step}"
-            dropped = self.logger.drop_after(step, test_pending=self.phase() == TEST)
-            if dropped:
-                log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)
-        elif restore_from:
-            report = restore_filtered(self.variables, restore_from, include or [".*"], exclude, never=RUN_STATE)
-            message = f"from {restore_from}: {report.summary()}"
-        else:
-            message = "started from scratch"
-        self._settle_test_phase_folders()
-        self._sync_episode_counters()
-        if resumed and self.collects:
-            ahead = self._set_aside_episodes_after_checkpoint(episodes_at_checkpoint)
-            if ahead:
-                message += (f"; {ahead} training episode(s) written after that checkpoint moved to "
-                            f"{self.train_dir}/{INTERRUPTED}/ (kept), and their collections are redone")
-                self._sync_episode_counters()
-        # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
-        save_config(self.config, f"{self.logdir}/config.yaml")
-        if not resumed:  # collectors (`planet-sac collect --reload-every`) can act from the first moment
-            self.save_checkpoint()
-        log.info(message)
-        return message
-
-    def _sync_episode_counters(self) -> None:
-        """Episode counters follow the files on disk: episodes written after the last checkpoint, or by collectors, count once."""
-        episodes, steps = episode_stats(self.train_dir)
-        # As numpy values: TensorFlow caches the tensor of every Python int it converts, for good (see untracked).
-        self.counters.train_episodes.assign(untracked(episodes, np.int64))
-        self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
-        self.counters.test_episodes.assign(untracked(episode_stats(self.test_dir)[0], np.int64))
-
-    def _set_aside_episodes_after_checkpoint(self, episodes_at_checkpoint: int) -> int:
-        """Moves the training episodes that collections after the restored checkpoint wrote to `train_episodes/
-        interrupted/` (kept, never read), so the run redoes those collections as the uninterrupted run did them.
-
-        They are the run's episode files the checkpoint does not name; a checkpoint from before it named them
-        (no run_state) sets aside the newest ones beyond its counters (`_episodes_collected_after`). Returns how many.
-        """
-        known = RunState.read(self.run_state.train_episodes)
-        files = run_episodes(self.train_dir)
-        if known is not None:
-            names = set(cast(list, known))
-            ahead = [path for path in files if os.path.basename(path) not in names]
-        else:
-            count = self._episodes_collected_after(episodes_at_checkpoint)
-            ahead = files[-count:] if count else []
-        if ahead:
-            tf.io.gfile.makedirs(f"{self.train_dir}/{INTERRUPTED}")
-            for path in ahead:
-                tf.io.gfile.rename(path, f"{self.train_dir}/{INTERRUPTED}/{os.path.basename(path)}", overwrite=True)
-        return len(ahead)
+    def phase(self) -> str:
+        """`test` when a train phase has just been completed and not yet evaluated, else `train` (`schedule.phase`)."""
+        return schedule.phase(self.config, not self.offline, int(self.counters.step.numpy()),
+                              int(self.counters.test_phases.numpy()))
 
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
-        if self._replay is not None:
-            self.run_state.replay.assign(json.dumps(self._replay.state()))
-        if self._held_out_replay is not None:
-            self.run_state.held_out_replay.assign(json.dumps(self._held_out_replay.state()))
-        if self.collects:
-            names = [os.path.basename(path) for path in run_episodes(self.train_dir)]
-            self.run_state.train_episodes.assign(json.dumps(names))
-        return self.checkpointer.save(int(self.counters.step.numpy()))
+        return self.run_progress.save_checkpoint(self._replay, self.tests.held_out_replay)
 
-    def _episodes_collected_after(self, episodes_at_checkpoint: int) -> int:
-        """How many training episodes on disk the schedule's collections wrote after the restored checkpoint.
-
-        A run stopped between checkpoints (a killed process) has already written the episodes of the collections
-        it will redo. Repeating them would add data the schedule does not have: a 100k-env-step run would end
-        with more env steps than its budget, and fewer updates per episode. Seed episodes written after the
-        checkpoint (a run stopped during its first updates) are not collections, hence the second bound.
-        """
-        on_disk = int(self.counters.train_episodes.numpy())
-        step = int(self.counters.step.numpy())
-        collect_every = Every.of(self.config, self.collects).collect_every  # the schedule's own rule
-        scheduled = self.config.data.seed_episodes + step // collect_every * self.config.env.num_envs
-        return max(0, min(on_disk - episodes_at_checkpoint, on_disk - scheduled))
+    # ------------------------------------------------------------------ acting
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each directory holds the configured number of seed episodes."""
         if self.offline:
             return
         data, env = self.config.data, self.config.env
-        for directory, wanted, seed in ((self.train_dir, data.seed_episodes, env.seed),
-                                        (self.test_dir, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
-            missing = wanted - episode_stats(directory)[0]
+        for folder, wanted, seed in ((self.train_folder, data.seed_episodes, env.seed),
+                                     (self.test_folder, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
+            missing = wanted - folder.counts()[0]
             if missing > 0:
-                envs = self._train_envs() if directory == self.train_dir else self._test_env()
-                on_disk = episode_stats(directory)[0]
+                envs = self._train_envs() if folder is self.train_folder else self._test_env()
+                on_disk = folder.counts()[0]
                 policy = RandomPolicy(envs.action_space.shape[0], seed=seed + on_disk)
-                log.info("collecting %d random seed episodes into %s", missing, directory)
-                stream = TRAIN_STREAM if directory == self.train_dir else TEST_STREAM
-                Actor(envs, policy, TRAIN, directory).run(missing, progress=self.progress,
-                                                          seeds=self._reset_seeds(stream, on_disk, missing))
-        self._sync_episode_counters()
+                log.info("collecting %d random seed episodes into %s", missing, folder.directory)
+                stream = TRAIN_STREAM if folder is self.train_folder else TEST_STREAM
+                Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
+                                                       seeds=self.reset_seeds(stream, on_disk, missing))
+        self.run_progress.sync_episode_counters()
 
-    # ------------------------------------------------------------------ phases
-
-    def phase(self) -> str:
-        """`test` when a train phase has just been completed and not yet evaluated, else `train`."""
-        if self.offline or self.config.schedule.test_episodes == 0:
-            return TRAIN
-        due = self.config.schedule.test_phases_due(int(self.counters.step.numpy()))
-        return TEST if due > int(self.counters.test_phases.numpy()) else TRAIN
-
-    def run_test_phase(self, extra: dict | None = None) -> dict:
-        """Evaluates the model on held-out episodes and each test policy on `schedule.test_episodes` episodes.
-
-        `extra` values (e.g. the catch-up's metrics) are logged in the same record.
-
-        `policy.test`'s episodes are saved to `test_episodes/` and logged as `test/return`;
-        every policy, including those in `policy.compare`, is logged as `test/return/<name>`,
-        so the policies can be compared on the same world model at every test phase.
-        """
-        start = time.perf_counter()
-        values = {**(extra or {}), **self.held_out_loss()}
-        recorder = self._video_recorder()
-        # Saved to a folder of their own, moved in once the phase is checkpointed: a phase killed midway is redone,
-        # and its earlier episodes would otherwise join the held-out data twice.
-        staging = self._test_phase_folder(int(self.counters.test_phases.numpy()) + 1)
-        episodes = Actor(recorder or self._test_env(), self.agent.policy, TEST, staging).run(
-            self.config.schedule.test_episodes,
-            seeds=self._reset_seeds(TEST_STREAM, int(self.counters.test_episodes.numpy()), self.config.schedule.test_episodes))
-        self.counters.test_episodes.assign_add(len(episodes))
-        returns = [episode["return"] for episode in episodes]
-        values.update({"test/return": float(np.mean(returns)), "test/return_std": float(np.std(returns)),
-                       f"test/return/{self.config.policy.test}": float(np.mean(returns))})
-        if episodes:  # the SAC critic's Q beside the real discounted returns of the first test episode
-            episode = load_episode(episodes[0]["path"])
-            values.update({f"test/{key}": value for key, value in
-                           critic_vs_returns(self.agent.world_model, self.agent.sac, episode, self.config.sac.discount).items()})
-        for name in self.config.policy.compare:
-            if name != self.config.policy.test:
-                values[f"test/return/{name}"] = self._compare_return(name)
-        values["time/test_seconds"] = time.perf_counter() - start
-        self.counters.test_phases.assign_add(1)
-        record = self._log(values, TEST)
-        if recorder is not None and recorder.error is not None:  # a failed render never stops training
-            log.warning("no eval/video in TensorBoard: %s", recorder.error)
-            self._can_render = False
-        elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
-            self.logger.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
-        self.save_checkpoint()
-        self._settle_test_phase_folders()
-        return record
-
-    def _test_phase_folder(self, phase: int) -> str:
-        return f"{self.test_dir}/{TEST_PHASE_FOLDER}{phase}"
-
-    def _settle_test_phase_folders(self) -> None:
-        """Moves the episodes of checkpointed test phases into `test_episodes/`; those of a phase the checkpoint does
-        not hold (killed midway, redone after the resume) go to `test_episodes/interrupted/`, kept but not read."""
-        if not tf.io.gfile.isdir(self.test_dir):
-            return
-        done = int(self.counters.test_phases.numpy())
-        for name in tf.io.gfile.listdir(self.test_dir):
-            name = name.rstrip("/")
-            if not name.startswith(TEST_PHASE_FOLDER) or not name[len(TEST_PHASE_FOLDER):].isdigit():
-                continue
-            folder = f"{self.test_dir}/{name}"
-            target = self.test_dir if int(name[len(TEST_PHASE_FOLDER):]) <= done else f"{self.test_dir}/{INTERRUPTED}"
-            paths = list_episodes(folder)
-            if paths and target != self.test_dir:
-                log.info("%d test episode(s) of test phase %s, which the checkpoint does not hold, moved to %s; the "
-                         "phase is redone", len(paths), name[len(TEST_PHASE_FOLDER):], target)
-            tf.io.gfile.makedirs(target)
-            for path in paths:
-                tf.io.gfile.rename(path, f"{target}/{os.path.basename(path)}", overwrite=True)
-            tf.io.gfile.rmtree(folder)
-
-    def _video_recorder(self) -> RecordFrames | None:
-        """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""
-        env = self._test_env()
-        if self.config.env.obs == "image":
-            return RecordFrames(env, from_observation=True)
-        if getattr(env, "render_mode", None) != "rgb_array" or not self._can_render:
-            return None
-        return RecordFrames(env, size=EVAL_VIDEO_SIZE, optional=True)
-
-    def _compare_return(self, name: str) -> float:
-        """Mean return of policy `name` over `schedule.test_episodes` test episodes (not saved)."""
-        self.agent.policy.set_policies(test=name)
-        count = self.config.schedule.test_episodes
-        first = (int(self.counters.test_phases.numpy()) * len(self.config.policy.compare)
-                 + list(map(str, self.config.policy.compare)).index(name)) * count
+    def collect_train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
+        """`count` episodes (default one per training environment) with the train phase of `policy` (default
+        `policy.train`), into `train_episodes/`."""
+        envs = self._train_envs()
+        self.agent.policy.set_policies(train=policy or self.config.policy.train)
         try:
-            episodes = Actor(self._test_env(), self.agent.policy, TEST).run(
-                count, seeds=self._reset_seeds(COMPARE_STREAM, first, count))
+            count = count or envs.num_envs
+            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_folder).run(
+                count, seeds=self.reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
         finally:
-            self.agent.policy.set_policies(test=self.config.policy.test)
-        return float(np.mean([episode["return"] for episode in episodes]))
-
-    def held_out_loss(self) -> dict:
-        """`test/loss/*`: the world model's loss on one batch of chunks from `test_episodes/` (as PlaNet's test phase).
-
-        Empty (with one log line) when the test directory holds no episode as long as a chunk.
-        """
-        if self._test_chunks is None:
-            replay = EpisodeReplay(self.test_dir, self.config.data.chunk_length, every=self.config.data.every,
-                                   keys=(self.config.env.obs, "action", "reward", "discount"),
-                                   wait_seconds=0.0, seed=self.config.seed + 20_000, spec=self.episode_spec,
-                                   absorbing_steps=self._absorbing_steps)
-            state = RunState.read(self.run_state.held_out_replay)
-            if state is not None:
-                replay.restore(cast(dict, state))
-            self._held_out_replay = replay
-            self._test_chunks = iter(replay)
-        try:
-            chunks = list(itertools.islice(self._test_chunks, self.config.data.batch_size))
-        except TimeoutError as error:  # no test episode as long as a chunk yet: try again next test phase
-            self._test_chunks = None
-            log.info("no held-out model loss this test phase: %s", str(error).split(" (")[0])
-            return {}
-        batch = {key: tf.convert_to_tensor(np.stack([chunk[key] for chunk in chunks])) for key in chunks[0]}
-        metrics = self.learner.evaluate(batch)
-        return {f"test/{key}": float(value) for key, value in metrics.items() if key.startswith("loss/")}
+            self.agent.policy.set_policies(train=self.config.policy.train)
+        self.counters.train_episodes.assign_add(len(episodes))
+        self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
+                                                     np.int64))
+        return episodes
 
     def catch_up_head(self, batches: Iterator[dict]) -> dict:
         """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
@@ -507,33 +276,11 @@ class Trainer:
             metrics = self.learner.catch_up(next(batches))
         return {f"catchup/{key}": float(value) for key, value in metrics.items()}
 
-    def collect_train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
-        """`count` episodes (default one per training environment) with the train phase of `policy` (default
-        `policy.train`), into `train_episodes/`."""
-        envs = self._train_envs()
-        self.agent.policy.set_policies(train=policy or self.config.policy.train)
-        try:
-            count = count or envs.num_envs
-            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_dir).run(
-                count, seeds=self._reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
-        finally:
-            self.agent.policy.set_policies(train=self.config.policy.train)
-        self.counters.train_episodes.assign_add(len(episodes))
-        self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
-                                                     np.int64))
-        return episodes
-
-    def _reset_seeds(self, stream: int, first: int, count: int) -> list[int]:
-        """Reset seeds of episodes `first` .. `first + count - 1` of an episode stream: functions of checkpointed
-        counters, so a resumed run starts its episodes where the uninterrupted run started them."""
-        base = self.config.env.seed + (TEST_SEED_OFFSET if stream != TRAIN_STREAM else 0)
-        base = distribute.worker_seed(base, self.strategy)
-        return [episode_seed(base, stream, index) for index in range(first, first + count)]
-
-    def _log(self, values: dict, phase: str) -> dict:
-        return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
-                                   env_steps=int(self.counters.env_steps.numpy()),
-                                   episodes=int(self.counters.train_episodes.numpy()))
+    def test_phase(self, batches: Iterator[dict]) -> dict:
+        """The test phase as one unit: the SAC head catches up with the model, then `TestPhase.run` evaluates and checkpoints."""
+        last = self.tests.run(self.catch_up_head(batches))
+        log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
+        return last
 
     # ------------------------------------------------------------------ main loop
 
@@ -552,7 +299,7 @@ class Trainer:
                                        keys=(self.config.env.obs, "action", "reward", "discount"),
                                        wait_seconds=self.config.data.wait_seconds,
                                        seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
-                                       absorbing_steps=self._absorbing_steps,
+                                       absorbing_steps=self.config.sac.n_step - 1,  # SAC's n-step starts reach the end
                                        prefetch=0,  # deterministic: batches are drawn when needed, not ahead
                                        state=cast("dict | None", RunState.read(self.run_state.replay)))
         self._replay = replay
@@ -566,8 +313,8 @@ class Trainer:
         metrics = None
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
-        window = _LogWindow()
-        with _graceful_stop(self._stop):
+        window = LogWindow()
+        with GracefulStop(self._stop):
             while not self._stop.is_set():
                 if self.phase() == TEST:
                     bar.set_description(TEST)
@@ -595,35 +342,10 @@ class Trainer:
         self.logger.flush()
         if not last:  # nothing left to do: answer with where the run is and what it last logged
             log.info("already at step %d of %d: nothing to train (pass a larger --train-steps to go on)", step, when.total)
-            last = self._last_train_record() or {"step": step}
+            last = self.logger.last_record(TRAIN) or {"step": step}
         return last
 
-    def _refuse_a_run_without_checkpoints(self) -> None:
-        """A logdir with metrics but no checkpoint lost its checkpoints (a run saves one before it logs anything):
-        starting over there would append a second run to the first one's metrics.jsonl."""
-        if not tf.io.gfile.exists(self.logger.metrics_path):
-            return
-        records = read_metrics(self.logger.metrics_path)
-        if records:
-            raise ConfigError(
-                f"{self.logdir} holds a run's metrics.jsonl (up to step {max(r.get('step', 0) for r in records)}) but no "
-                f"checkpoint in {self.checkpointer.manager.directory}; starting over would mix two runs: bring the checkpoints "
-                "back, or train into a new --logdir")
-
-    def _last_train_record(self) -> dict:
-        """The run's last training record in metrics.jsonl ({} without one)."""
-        if not tf.io.gfile.exists(self.logger.metrics_path):
-            return {}
-        records = [record for record in read_metrics(self.logger.metrics_path) if record.get("phase") == TRAIN]
-        return records[-1] if records else {}
-
-    def test_phase(self, batches: Iterator[dict]) -> dict:
-        """The test phase as one unit: the SAC head catches up with the model, then `run_test_phase` evaluates and checkpoints."""
-        last = self.run_test_phase(self.catch_up_head(batches))
-        log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
-        return last
-
-    def _update(self, batches: Iterator[dict], window: "_LogWindow") -> tuple[dict, int]:
+    def _update(self, batches: Iterator[dict], window: LogWindow) -> tuple[dict, int]:
         """One learner update; (its metrics, the new step). Stops the run after too many non-finite updates in a row."""
         update_start = time.perf_counter()
         metrics = self.learner.update(next(batches))
@@ -637,7 +359,7 @@ class Trainer:
             )
         return metrics, step
 
-    def _collect(self, batches: Iterator[dict], window: "_LogWindow", step: int, collection: int) -> dict:
+    def _collect(self, batches: Iterator[dict], window: LogWindow, step: int, collection: int) -> dict:
         """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length."""
         collect_start = time.perf_counter()
         values = {}
@@ -655,10 +377,10 @@ class Trainer:
                  values["train/return"], int(self.counters.env_steps.numpy()))
         return values
 
-    def _log_train(self, values: dict, metrics: dict, window: "_LogWindow", replay: EpisodeReplay) -> dict:
+    def _log_train(self, values: dict, metrics: dict, window: LogWindow, replay: EpisodeReplay) -> dict:
         """A training record: `values` (updated in place) with the update's metrics, the window's timing and replay's counts."""
         if not self.collects and not self.offline:
-            self._sync_episode_counters()  # episodes arrive from collector processes
+            self.run_progress.sync_episode_counters()  # episodes arrive from collector processes
         values.update({key: float(value) for key, value in metrics.items()})
         values.update(window.close())
         values.update({f"replay/{key}": float(value) for key, value in replay.stats.items()
@@ -679,6 +401,11 @@ class Trainer:
         error = float(np.mean(np.square(truth - prediction)))
         self._log({"model/open_loop_mse": error}, TRAIN)
 
+    def _log(self, values: dict, phase: str) -> dict:
+        return self.logger.scalars(int(self.counters.step.numpy()), values, phase=phase,
+                                   env_steps=int(self.counters.env_steps.numpy()),
+                                   episodes=int(self.counters.train_episodes.numpy()))
+
     def close(self) -> None:
         """Closes the logger and environments and releases the run directory's lock (idempotent)."""
         try:
@@ -690,103 +417,6 @@ class Trainer:
         finally:
             if getattr(self, "lock", None) is not None:
                 self.lock.release()
-
-
-@dataclasses.dataclass(frozen=True)
-class Every:
-    """When each part of the training loop runs, as predicates of the global step (Dreamer's `Every`/`when`).
-
-    Pure functions of the step, so a resumed run keeps the same schedule. `collect_every` is 0
-    when the trainer does not collect (offline data, or `schedule.collect: false`).
-    """
-
-    total: int
-    collect_every: int
-    log_every: int
-    video_every: int
-    checkpoint_every: int
-
-    @classmethod
-    def of(cls, config: Config, collects: bool, train_steps: int | None = None) -> "Every":
-        schedule = config.schedule
-        # With N environments, N episodes every N * collect_every updates: the same updates per environment step.
-        collect_every = schedule.collect_every * config.env.num_envs if collects else 0
-        # Collectors in other processes reload the newest checkpoint: give them one as often as we would collect.
-        checkpoint_every = schedule.checkpoint_every if collects else min(schedule.checkpoint_every, schedule.collect_every)
-        return cls(total=schedule.train_steps if train_steps is None else train_steps, collect_every=collect_every,
-                   log_every=schedule.log_every, video_every=schedule.video_every, checkpoint_every=checkpoint_every)
-
-    def done(self, step: int) -> bool:
-        return step >= self.total
-
-    def collect(self, step: int) -> bool:
-        return self.collect_every > 0 and step % self.collect_every == 0
-
-    def collection(self, step: int) -> int:
-        """Which collection a collecting `step` is: 0 for the first after the seed episodes."""
-        return step // self.collect_every - 1
-
-    def log(self, step: int, collected: bool = False) -> bool:
-        """Every `log_every` updates, and after every collection (its returns are logged at once)."""
-        return step % self.log_every == 0 or collected
-
-    def video(self, step: int) -> bool:
-        return step % self.video_every == 0
-
-    def checkpoint(self, step: int) -> bool:
-        return step % self.checkpoint_every == 0
-
-
-class _LogWindow:
-    """The wall-clock of the updates since the last training record: speed, and where the time went."""
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self.start, self.updates, self.update_seconds, self.collect_seconds = time.perf_counter(), 0, 0.0, 0.0
-
-    def updated(self, since: float) -> None:
-        """One learner update (its batch wait included) that began at perf_counter() `since`."""
-        self.updates += 1
-        self.update_seconds += time.perf_counter() - since
-
-    def collected(self, since: float) -> None:
-        """Training episodes collected (the SAC head's catch-up included) since perf_counter() `since`."""
-        self.collect_seconds += time.perf_counter() - since
-
-    def close(self) -> dict[str, float]:
-        """The window's scalars; a new window starts."""
-        values = {"train/steps_per_second": self.updates / max(time.perf_counter() - self.start, 1e-9),
-                  "time/update_seconds": self.update_seconds / max(self.updates, 1),
-                  "time/collect_seconds": self.collect_seconds}
-        self._reset()
-        return values
-
-
-class _graceful_stop:
-    """SIGINT/SIGTERM set `event` (the loop then checkpoints and exits) instead of killing mid-write."""
-
-    def __init__(self, event: threading.Event):
-        self.event = event
-        self.previous: dict = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.event.is_set():  # a second signal: stop now
-            raise KeyboardInterrupt
-        log.warning("received %s: finishing the current step, then checkpointing", signal.Signals(signum).name)
-        self.event.set()
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        return False
 
 
 def train(config: Config | str, logdir: str, offline_data: str | None = None, restore_from: str | None = None,

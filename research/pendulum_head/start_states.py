@@ -35,7 +35,8 @@ from planet_sac.acting.actor import TEST, Actor
 from planet_sac.agent import load_agent
 from planet_sac.diagnostics import discounted_returns, episode_posteriors
 from planet_sac.envs import make_env
-from planet_sac.episodes.storage import list_episodes, load_episode
+from planet_sac.episodes.folder import list_episodes
+from planet_sac.episodes.storage import load_episode
 
 
 def angles(state: np.ndarray) -> np.ndarray:

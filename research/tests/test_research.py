@@ -29,7 +29,8 @@ def _load_research_module(name: str):
 def test_sac_head_lab_trains_a_new_head_on_a_frozen_model(tmp_path):
     """bench/sac_head.py on a smoke run: the update count, the lab's own yardsticks, no drift against itself."""
     from planet_sac.cli import main
-    from planet_sac.episodes.storage import list_episodes, load_episode
+    from planet_sac.episodes.folder import list_episodes
+    from planet_sac.episodes.storage import load_episode
     from tests.conftest import CONFIGS, ROOT
 
     logdir = str(tmp_path / "run")

@@ -1,0 +1,83 @@
+"""What the Trainer itself guarantees: its loop runs the schedule's parts in order, at the schedule's steps, and a
+stop signal ends it after the current step with a checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from planet_sac.config import apply_overrides
+
+# 6 updates; a test phase every 3, an episode every 2, a record every 3, a video every 4, a checkpoint every 4.
+TINY = ["schedule.train_steps=6", "schedule.train_phase_steps=3", "schedule.collect_every=2", "schedule.log_every=3",
+        "schedule.video_every=4", "schedule.checkpoint_every=4", "schedule.test_episodes=1",
+        "policy.train=random", "policy.test=random", "sac.updates_per_step=0"]
+
+
+def spied_trainer(config, logdir, on_update=lambda step: None):
+    """A Trainer (seed episodes collected) whose loop's parts append (event, step) to the returned list, with the
+    step counter at the time (an update as the step it reaches); `on_update(step)` runs before each update."""
+    from planet_sac.training.trainer import Trainer
+
+    trainer = Trainer(config, logdir, progress=False)
+    trainer.collect_seed_episodes()  # before the spies: seed episodes are no collection
+    events: list[tuple[str, int]] = []
+
+    def spy(owner, name: str, event, step=lambda *args, **kwargs: int(trainer.counters.step.numpy())) -> None:
+        real = getattr(owner, name)
+
+        def recorded(*args, **kwargs):
+            events.append((event(*args, **kwargs) if callable(event) else event, step(*args, **kwargs)))
+            return real(*args, **kwargs)
+
+        setattr(owner, name, recorded)
+
+    def reaching(*args) -> int:
+        on_update(int(trainer.counters.step.numpy()) + 1)
+        return int(trainer.counters.step.numpy()) + 1
+
+    spy(trainer.learner, "update", "update", step=reaching)
+    spy(trainer, "collect_train_episodes", "collect")
+    spy(trainer.tests, "run", "test phase")
+    spy(trainer, "log_open_loop", "video")
+    spy(trainer.logger, "scalars", lambda step, values, phase, **fields: f"{phase} record", step=lambda step, *rest, **kw: step)
+    spy(trainer.checkpointer, "save", "checkpoint", step=lambda step: step)
+    return trainer, events
+
+
+def test_the_loop_runs_a_due_test_phase_first_then_update_collect_log_video_checkpoint_at_the_schedules_steps(
+        smoke_config, tmp_path):
+    trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"))
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    assert events == [
+        ("update", 1),
+        ("update", 2), ("collect", 2), ("train record", 2),  # collected: its returns are logged at once
+        ("update", 3), ("train record", 3),
+        ("test phase", 3), ("test record", 3), ("checkpoint", 3),  # due at 3: before the next update
+        ("update", 4), ("collect", 4), ("train record", 4), ("video", 4), ("train record", 4), ("checkpoint", 4),
+        ("update", 5),
+        ("update", 6), ("collect", 6), ("train record", 6),
+        ("test phase", 6), ("test record", 6), ("checkpoint", 6),
+        ("checkpoint", 6),  # the final state, always checkpointed
+    ]
+
+
+def test_a_stop_signal_ends_the_loop_after_the_current_step_with_a_checkpoint(smoke_config, tmp_path):
+    """SIGTERM during the update to step 5: the step finishes, its state is logged (step 5 logs nothing by the
+    schedule) and checkpointed, and the loop ends; the signal handler before the run is back afterwards."""
+    def stop_at_5(step: int) -> None:
+        if step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"), on_update=stop_at_5)
+    try:
+        last = trainer.run()
+    finally:
+        trainer.close()
+    assert events[-4:] == [("checkpoint", 4), ("update", 5), ("train record", 5), ("checkpoint", 5)]
+    assert last["step"] == 5 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 5
+    assert signal.getsignal(signal.SIGTERM) is before

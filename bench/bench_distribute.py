@@ -1,6 +1,6 @@
 """Seconds per learner update under optim.strategy=default and =mirrored, on this machine.
 
-Splits the CPU into `--devices` logical devices before TensorFlow starts (as tests/test_distribute.py
+Splits the CPU into `--devices` logical devices before TensorFlow starts (as tests/training/test_distribute.py
 does), so MirroredStrategy has replicas to mirror over, then times one compiled update (world
 model + SAC) per size, after a warm-up call, as the median of `--reps` calls. The default
 strategy runs in the same process, on the first logical device. On a CPU the replicas share

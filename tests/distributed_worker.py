@@ -1,4 +1,4 @@
-"""Runs one distributed scenario in its own process, for tests/test_distribute.py.
+"""Runs one distributed scenario in its own process, for tests/training/test_distribute.py.
 
 A process can split its CPU into logical devices, or join a MultiWorkerMirroredStrategy
 cluster, only before TensorFlow initialises its runtime, so these scenarios never run inside

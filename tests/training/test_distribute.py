@@ -3,7 +3,7 @@
 Logical CPU devices and a worker's cluster must be configured before TensorFlow starts, so the
 scenarios run in subprocesses (tests/distributed_worker.py) and this process only compares.
 The reference is always the default strategy on one device: the same code path without
-replication, whose own correctness tests/test_learner.py checks against a numpy reference.
+replication, whose own correctness tests/training/test_learner.py checks against a numpy reference.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pytest
 from planet_sac.config import ConfigError, apply_overrides
 from planet_sac.training import test_phase as test_phase_module
 from planet_sac.training import trainer as trainer_module
+from tests.conftest import CONFIGS
 
 
 @pytest.fixture
@@ -122,7 +123,7 @@ def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
     from planet_sac.config import load_config
     from planet_sac.training.schedule import collecting_policy
 
-    config = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "pendulum.yaml"))
+    config = load_config(CONFIGS / "pendulum.yaml")
     collections = config.schedule.train_steps // config.schedule.collect_every
     assert collections == 15
     assert [collecting_policy(config.policy, index) for index in range(collections)] == ["cem", "sac"] * 7 + ["cem"]

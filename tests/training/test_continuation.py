@@ -127,7 +127,7 @@ def test_the_learner_trains_the_head_and_the_sac_head_sees_its_discounts(smoke_c
     """One learner update with the head: its loss is logged, its weights move, and imagined SAC
     transitions carry its discounts instead of 1."""
     from tests.conftest import state_batch
-    from tests.test_learner import build
+    from tests.training.test_learner import build
 
     config = apply_overrides(smoke_config, ["model.continuation_scale=10", "optim.warmup_updates=0",
                                             "sac.batch_size=8", "sac.real_ratio=0.5", "sac.imagination_horizon=3",

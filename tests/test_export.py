@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import gymnasium
 import numpy as np
 import pytest
 import yaml
@@ -150,6 +151,7 @@ def image_run(tmp_path, monkeypatch):
     from planet_sac.checkpoints import Checkpointer
     from planet_sac.config import load_config, save_config
 
+    registered = set(gymnasium.envs.registry)
     folder = tmp_path / "modules"
     folder.mkdir()
     shutil.copy(ROOT / "examples" / "myenvs.py", folder / "myreach_export.py")
@@ -166,6 +168,8 @@ def image_run(tmp_path, monkeypatch):
     Checkpointer(str(run / "checkpoints"), {**agent.acting_variables(), **step}).save(7)
     yield run
     sys.modules.pop("myreach_export", None)
+    for env_id in set(gymnasium.envs.registry) - registered:  # the next test registers MyReach-v0 afresh, unwarned
+        del gymnasium.envs.registry[env_id]
 
 
 def check_image_policy(policy: str, report: dict, served: dict, episode: dict, saved_model) -> None:

@@ -47,7 +47,7 @@ def main() -> None:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.devices)
 
     from planet_sac.benchmark import ACTION_SIZE, image_batch, machine, median_time
-    from planet_sac.config import apply_overrides, load_config
+    from planet_sac.config_loading import apply_overrides, load_config
     from planet_sac.control.sac import SAC
     from planet_sac.models.world_model import WorldModel
     from planet_sac.training import distribute

@@ -68,7 +68,7 @@ def env_rates(run: str, counts: list[int], policies: list[str], steps: int) -> d
 
 def learner_rate(logdir: str, updates: int) -> float:
     """Updates per second of `updates` updates of the run in `logdir` (collect=false), after 3 warm-up updates."""
-    from planet_sac.config import apply_overrides
+    from planet_sac.config_loading import apply_overrides
     from planet_sac.training.run_dir import resolve_run_config
     from planet_sac.training.trainer import Trainer
 

@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from planet_sac.checkpoints import Checkpointer
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.episodes.loader import make_dataset
     from planet_sac.training.trainer import Trainer
 

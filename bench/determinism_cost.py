@@ -30,7 +30,7 @@ def measure(config_path: str, deterministic: bool, reps: int) -> dict:
     if deterministic:
         tf.config.experimental.enable_op_determinism()
     from planet_sac.benchmark import ACTION_SIZE, image_batch, median_time
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.control.sac import SAC
     from planet_sac.models.world_model import WorldModel
     from planet_sac.training.learner import Learner

@@ -23,7 +23,8 @@ import math
 import os
 
 from planet_sac.acting.evaluation import evaluate
-from planet_sac.config import POLICIES, load_config
+from planet_sac.config import POLICIES
+from planet_sac.config_loading import load_config
 from planet_sac.envs import make_env
 from planet_sac.metrics import read_metrics
 from planet_sac.plotting import plot_runs

@@ -34,7 +34,7 @@ import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see pla
 import numpy as np
 import tensorflow as tf
 
-from planet_sac.config import apply_overrides, load_config
+from planet_sac.config_loading import apply_overrides, load_config
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.learner import Learner

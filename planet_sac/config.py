@@ -15,19 +15,7 @@ import collections
 import dataclasses
 import math
 import reprlib
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:  # at run time, __getattr__ (the end of this module) imports them on first use
-    from planet_sac.config_docs import config_reference as config_reference
-    from planet_sac.config_loading import apply_overrides as apply_overrides
-    from planet_sac.config_loading import check_override_keys as check_override_keys
-    from planet_sac.config_loading import config_description as config_description
-    from planet_sac.config_loading import diff as diff
-    from planet_sac.config_loading import find_config_file as find_config_file
-    from planet_sac.config_loading import from_dict as from_dict
-    from planet_sac.config_loading import load_config as load_config
-    from planet_sac.config_loading import read_config_file as read_config_file
-    from planet_sac.config_loading import save_config as save_config
+from typing import Any, Literal
 
 POLICIES = ("random", "cem", "sac", "sac_guided_cem")
 PolicyName = Literal["random", "cem", "sac", "sac_guided_cem"]
@@ -452,24 +440,3 @@ def _cut(value: Any, limit: int = 80) -> str:
 def _show(value: Any) -> str:
     """A user's value as quoted in an error message: its repr, cut to about 80 characters (never the whole of a huge value)."""
     return _cut(_repr.repr(value))
-
-
-# ----------------------------------------------------------------------------- moved names
-# Loading and the reference live in their own modules, which import this one; importing them
-# from here too keeps `from planet_sac.config import load_config` working, and imports them
-# only when asked for, so that this module never imports them while it is being imported.
-
-_LOADING = ("load_config", "from_dict", "apply_overrides", "check_override_keys", "save_config", "read_config_file", "diff",
-            "find_config_file", "config_description")
-_ELSEWHERE = {"config_reference": "planet_sac.config_docs", **{name: "planet_sac.config_loading" for name in _LOADING}}
-
-
-if not TYPE_CHECKING:  # mypy reads the imports at the top instead, so it still flags a misspelt name
-
-    def __getattr__(name: str) -> Any:
-        """`planet_sac.config.NAME` for a public name that lives in another config module (`_ELSEWHERE`)."""
-        if name in _ELSEWHERE:
-            import importlib
-
-            return getattr(importlib.import_module(_ELSEWHERE[name]), name)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

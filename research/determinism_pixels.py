@@ -33,7 +33,7 @@ def child(config_path: str, updates: int, precision: str, grappler: bool, out: s
     else:  # what the trainer does
         make_tensorflow_deterministic()
     from planet_sac.benchmark import image_batch, world_model_learner
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
 
     config = load_config(config_path)
     model, learner = world_model_learner(config, precision)

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
-from planet_sac.config import apply_overrides
+from planet_sac.config_loading import apply_overrides
 from planet_sac.control import cem
 from planet_sac.diagnostics import episode_posteriors
 

@@ -52,7 +52,7 @@ import tensorflow as tf
 from planet_sac.acting.actor import TEST, run_episode
 from planet_sac.agent import load_agent
 from planet_sac.checkpoints import Checkpointer
-from planet_sac.config import apply_overrides, save_config
+from planet_sac.config_loading import apply_overrides, save_config
 from planet_sac.control.policy import Policy
 from planet_sac.diagnostics import critic_vs_returns
 from planet_sac.episodes.folder import list_episodes

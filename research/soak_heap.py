@@ -73,7 +73,7 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     library = jemalloc()
 
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.training.trainer import Trainer
 
     config = load_config(ROOT / "configs" / "smoke.yaml", [*OVERRIDES, *args.set])

@@ -50,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.training.trainer import Trainer
 
     config = load_config(ROOT / "configs" / "smoke.yaml", list(OVERRIDES))

@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.episodes.loader import make_dataset
     from planet_sac.training.trainer import Trainer
 

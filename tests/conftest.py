@@ -12,7 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from planet_sac.config import Config, load_config  # noqa: E402
+from planet_sac.config import Config
+from planet_sac.config_loading import load_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -69,7 +69,8 @@ def mirrored(out: str) -> None:
     split_cpu()
     import tensorflow as tf
 
-    from planet_sac.config import ConfigError, apply_overrides, load_config
+    from planet_sac.config import ConfigError
+    from planet_sac.config_loading import apply_overrides, load_config
     from planet_sac.training import distribute
     from tests.conftest import CONFIGS
 
@@ -98,7 +99,7 @@ def mirrored(out: str) -> None:
 
 
 def worker(out: str) -> None:
-    from planet_sac.config import apply_overrides, load_config
+    from planet_sac.config_loading import apply_overrides, load_config
     from planet_sac.training import distribute
     from tests.conftest import CONFIGS
 
@@ -119,7 +120,7 @@ def worker(out: str) -> None:
 
 def trainer(out: str, logdir: str) -> None:
     split_cpu()
-    from planet_sac.config import apply_overrides, read_config_file
+    from planet_sac.config_loading import apply_overrides, read_config_file
     from planet_sac.training.trainer import Trainer
 
     # policy.jit_compile asks for XLA, which cannot read mirrored variables: the agent must act without it.

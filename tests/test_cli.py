@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from planet_sac.acting.evaluation import evaluate
 from planet_sac.cli import main
-from planet_sac.config import POLICIES, load_config
+from planet_sac.config import POLICIES
+from planet_sac.config_loading import load_config
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.training.trainer import Trainer
 from tests.conftest import CONFIGS, DATA
@@ -295,7 +296,7 @@ def test_offline_training_closes_the_environment_it_read_the_shapes_from(tmp_pat
 
 
 def test_imagination_termination_warning_needs_both_imagination_and_a_termination(smoke_config):
-    from planet_sac.config import apply_overrides
+    from planet_sac.config_loading import apply_overrides
     from planet_sac.training.trainer import imagination_termination_warning
 
     imagining = apply_overrides(smoke_config, ["sac.imagination_horizon=3", "sac.real_ratio=0.5"])

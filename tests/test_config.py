@@ -2,7 +2,8 @@ import re
 
 import pytest
 
-from planet_sac.config import Config, ConfigError, apply_overrides, load_config
+from planet_sac.config import Config, ConfigError
+from planet_sac.config_loading import apply_overrides, load_config
 from tests.conftest import CONFIGS
 
 
@@ -209,28 +210,9 @@ def test_config_modules_do_not_import_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys; import planet_sac; from planet_sac.config import config_reference, find_config_file, load_config; "
+    code = ("import sys; import planet_sac; from planet_sac.config_docs import config_reference; "
+            "from planet_sac.config_loading import find_config_file, load_config; "
             "load_config('smoke', ['sac.n_step=2']); config_reference(); find_config_file('pendulum'); planet_sac.load_config; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-
-
-def test_the_loading_and_reference_api_is_importable_from_planet_sac_config():
-    """planet_sac.config re-exports (lazily) what moved to config_loading and config_docs; its TYPE_CHECKING
-    imports, which mypy reads instead, name the same functions from the same modules."""
-    import ast
-    import importlib
-
-    import planet_sac.config as config
-    from tests.conftest import ROOT
-
-    tree = ast.parse((ROOT / "planet_sac" / "config.py").read_text())
-    typed = {alias.name: node.module for block in tree.body if isinstance(block, ast.If)
-             and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
-             for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert typed == config._ELSEWHERE
-    for name, module in config._ELSEWHERE.items():
-        assert getattr(config, name) is getattr(importlib.import_module(module), name), name
-    with pytest.raises(AttributeError, match="has no attribute 'load_confg'"):
-        config.load_confg

@@ -10,8 +10,9 @@ import types
 import pytest
 import yaml
 
-from planet_sac.config import Checks, Config, ConfigError, apply_overrides, config_reference, load_config
-from planet_sac.config_docs import _field_comments
+from planet_sac.config import Checks, Config, ConfigError
+from planet_sac.config_docs import _field_comments, config_reference
+from planet_sac.config_loading import apply_overrides, load_config
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "config.md"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from planet_sac.checkpoints import list_variables, resolve
-from planet_sac.config import load_config
+from planet_sac.config_loading import load_config
 from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]

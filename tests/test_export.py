@@ -149,7 +149,7 @@ def image_run(tmp_path, monkeypatch):
     """A run directory of the example environment from pixels, with an (untrained) agent's checkpoint at step 7."""
     from planet_sac.agent import Agent
     from planet_sac.checkpoints import Checkpointer
-    from planet_sac.config import load_config, save_config
+    from planet_sac.config_loading import load_config, save_config
 
     registered = set(gymnasium.envs.registry)
     folder = tmp_path / "modules"

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from planet_sac.config import CEMConfig, Config, ModelConfig, apply_overrides
+from planet_sac.config import CEMConfig, Config, ModelConfig
+from planet_sac.config_loading import apply_overrides
 from planet_sac.control import cem
 from planet_sac.models.world_model import WorldModel
 from planet_sac.optim import Adam

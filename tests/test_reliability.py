@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from planet_sac.config import load_config
+from planet_sac.config_loading import load_config
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import load_episode

@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from planet_sac.cli import main
-from planet_sac.config import ConfigError, config_description, find_config_file, from_dict, load_config
+from planet_sac.config import ConfigError
+from planet_sac.config_loading import config_description, find_config_file, from_dict, load_config
 from tests.conftest import CONFIGS, ROOT
 
 SHIPPED = sorted(path.stem for path in CONFIGS.glob("*.yaml"))
@@ -283,7 +284,7 @@ def test_an_editable_install_finds_the_checkouts_configs(tmp_path, tmp_path_fact
         uv_run("pip", "install", "--quiet", "--no-deps", "--python", str(python), "--editable", str(ROOT))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    found = run_elsewhere([str(python), "-c", "import planet_sac, planet_sac.config as c; print(planet_sac.__file__); "
+    found = run_elsewhere([str(python), "-c", "import planet_sac, planet_sac.config_loading as c; print(planet_sac.__file__); "
                            "print(c.find_config_file('pendulum'))"], elsewhere).stdout.split()
     assert found == [str(ROOT / "planet_sac" / "__init__.py"), str(CONFIGS / "pendulum.yaml")]
     listing = run_elsewhere([str(python.with_name("planet-sac")), "configs"], elsewhere).stdout.splitlines()

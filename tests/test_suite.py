@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from planet_sac import suite
-from planet_sac.config import ConfigError, load_config
+from planet_sac.config import ConfigError
+from planet_sac.config_loading import load_config
 from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +329,7 @@ def test_cli_suite_errors_are_one_line(tmp_path, capsys):
 
 def _finished_run(out: Path, seed: int, overrides: list[str], env_steps: int = 400) -> Path:
     """A finished run's results folder as the suite leaves it (config.yaml and result.json), without training."""
-    from planet_sac.config import save_config
+    from planet_sac.config_loading import save_config
 
     results = out / "results" / "gym_Pendulum-v1" / f"seed{seed}"
     results.mkdir(parents=True)
@@ -352,7 +353,7 @@ def test_a_finished_run_of_another_config_is_refused_before_anything_runs(tmp_pa
 
 
 def test_a_stopped_run_of_another_config_is_refused_before_the_first_run_starts(tmp_path):
-    from planet_sac.config import save_config
+    from planet_sac.config_loading import save_config
 
     out = tmp_path / "out"
     run = out / "runs" / "gym_Pendulum-v1" / "seed1"

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from planet_sac.cli import main
-from planet_sac.config import ConfigError, load_config
+from planet_sac.config import ConfigError
+from planet_sac.config_loading import load_config
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.plotting import _task
 from tests.conftest import CONFIGS, DATA

@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from planet_sac.acting.collector import Collector
 from planet_sac.cli import main
-from planet_sac.config import ConfigError, apply_overrides, check_override_keys, load_config
+from planet_sac.config import ConfigError
+from planet_sac.config_loading import apply_overrides, check_override_keys, load_config
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.training.trainer import Trainer
 from tests.conftest import ROOT, save_version

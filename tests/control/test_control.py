@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from planet_sac.agent import Agent
-from planet_sac.config import CEMConfig, Config, ModelConfig, SACConfig, apply_overrides
+from planet_sac.config import CEMConfig, Config, ModelConfig, SACConfig
+from planet_sac.config_loading import apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC, invert_gradients

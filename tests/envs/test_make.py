@@ -277,7 +277,8 @@ def test_shadow_size_reaches_the_renderer_in_single_and_parallel_environments():
 
 
 def test_shadow_size_is_for_dm_control_tasks_only():
-    from planet_sac.config import ConfigError, load_config
+    from planet_sac.config import ConfigError
+    from planet_sac.config_loading import load_config
 
     with pytest.raises(ConfigError, match="dm_control tasks only"):
         make_env("gym:Pendulum-v1", "state", shadow_size=1024)

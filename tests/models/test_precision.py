@@ -7,7 +7,8 @@ import logging
 import pytest
 import tensorflow as tf
 
-from planet_sac.config import ConfigError, ModelConfig, apply_overrides, load_config
+from planet_sac.config import ConfigError, ModelConfig
+from planet_sac.config_loading import apply_overrides, load_config
 from planet_sac.models import precision
 from planet_sac.models.precision import cpu_flags, cpu_vendor, resolve_precision
 from planet_sac.models.world_model import WorldModel

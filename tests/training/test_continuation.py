@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from planet_sac.checkpoints import variable_name
-from planet_sac.config import Config, apply_overrides
+from planet_sac.config import Config
+from planet_sac.config_loading import apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.transitions import imagined_transitions
 from planet_sac.training.trainer import imagination_termination_warning
@@ -180,7 +181,7 @@ def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path, monkey
     padded with their absorbing state (not skipped, which left no data at all) and the head learns from them;
     the replay appends sac.n_step - 1 absorbing steps to every terminated episode (n-step starts reach its end)."""
     pytest.importorskip("mujoco")
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.episodes import loader
     from planet_sac.metrics import read_metrics
     from planet_sac.training import trainer

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from planet_sac.cli import main
-from planet_sac.config import ConfigError, apply_overrides, load_config
+from planet_sac.config import ConfigError
+from planet_sac.config_loading import apply_overrides, load_config
 from planet_sac.training import distribute
 from tests.conftest import CONFIGS, ROOT, made_once_per_session
 from tests.distributed_worker import UPDATES

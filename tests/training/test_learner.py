@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from planet_sac.checkpoints import Checkpointer, named_variables
-from planet_sac.config import apply_overrides, load_config
+from planet_sac.config_loading import apply_overrides, load_config
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training import learner as learner_module

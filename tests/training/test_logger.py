@@ -12,7 +12,7 @@ from PIL import Image
 from tensorboard.backend.event_processing import event_accumulator
 
 from planet_sac.cli import main
-from planet_sac.config import load_config
+from planet_sac.config_loading import load_config
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.logger import Logger, encode_gif
 from tests.conftest import CONFIGS, DATA, state_batch

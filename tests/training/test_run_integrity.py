@@ -550,7 +550,7 @@ RESUME_SETTINGS = ["schedule.collect_every=5", "schedule.checkpoint_every=10", "
 
 
 def _trainer(logdir):
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.training.trainer import Trainer
 
     return Trainer(load_config(SMOKE, RESUME_SETTINGS), str(logdir), progress=False)
@@ -601,7 +601,7 @@ def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_r
     """Two environments: one finished its episode (saved at once) before the kill, the other did not. The resumed
     run sets the finished one aside and redoes the whole collection, ending with an uninterrupted run's 6 episodes,
     and logs that collection's return."""
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.training.trainer import Trainer
 
     def trainer():
@@ -627,7 +627,7 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
     """The kill comes after the second test phase saved its episode, before its checkpoint. The resumed run redoes
     the phase and ends with an uninterrupted run's test episodes (2 seed + 1 per phase), the first attempt's
     episode kept aside in test_episodes/interrupted/ (it used to join the held-out data: one too many)."""
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.training import test_phase as test_phase_module
     from planet_sac.training import trainer as trainer_module
 

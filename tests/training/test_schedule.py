@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planet_sac.config import apply_overrides
+from planet_sac.config_loading import apply_overrides
 from planet_sac.training import schedule
 from planet_sac.training.schedule import Every, LogWindow, phase
 

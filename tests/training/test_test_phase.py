@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from planet_sac.config import ConfigError, apply_overrides
+from planet_sac.config import ConfigError
+from planet_sac.config_loading import apply_overrides
 from planet_sac.training import test_phase as test_phase_module
 from planet_sac.training import trainer as trainer_module
 from tests.conftest import CONFIGS
@@ -120,7 +121,7 @@ def test_sac_share_is_exact_over_many_collections(smoke_config, share):
 def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
     """The fix of the first run (research/pendulum_head): in configs/pendulum.yaml the head collects 7 of the 15
     training episodes (the 2nd, 4th, ...) and catches up with the model before each."""
-    from planet_sac.config import load_config
+    from planet_sac.config_loading import load_config
     from planet_sac.training.schedule import collecting_policy
 
     config = load_config(CONFIGS / "pendulum.yaml")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from planet_sac.config import apply_overrides
+from planet_sac.config_loading import apply_overrides
 
 # 6 updates; a test phase every 3, an episode every 2, a record every 3, a video every 4, a checkpoint every 4.
 TINY = ["schedule.train_steps=6", "schedule.train_phase_steps=3", "schedule.collect_every=2", "schedule.log_every=3",

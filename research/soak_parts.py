@@ -82,11 +82,11 @@ def main() -> None:
     test_episode = load_episode(list_episodes(trainer.test_dir)[0])
 
     def compare() -> None:
-        trainer.tests.compare_return("cem")
+        trainer.test_phases.compare_return("cem")
 
     parts = {
-        "test_phase": trainer.tests.run,  # held-out loss, test episodes, critic vs returns, video, checkpoint
-        "held_out": trainer.tests.held_out_loss,
+        "test_phase": trainer.test_phases.run,  # held-out loss, test episodes, critic vs returns, video, checkpoint
+        "held_out": trainer.test_phases.held_out_loss,
         "critic": lambda: critic_vs_returns(trainer.agent.world_model, trainer.agent.sac, test_episode,
                                             config.sac.discount),
         "open_loop": lambda: trainer.log_open_loop(fixed),

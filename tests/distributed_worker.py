@@ -131,7 +131,7 @@ def trainer(out: str, logdir: str) -> None:
         for replica, part in enumerate(getattr(variable, "values", (variable,))):
             results[f"restored/{replica}/{name}"] = part.numpy()
     results["episode_length"] = np.array(run.collect_train_episodes()[0]["length"])  # the policy acts under the strategy
-    results["held_out_loss"] = np.array(run.tests.held_out_loss()["test/loss/total"])
+    results["held_out_loss"] = np.array(run.test_phases.held_out_loss()["test/loss/total"])
     run.run(int(run.counters.step.numpy()) + 2)
     run.close()
     results.update({f"final/{name}": variable.numpy() for name, variable in run.variables.items()})

@@ -12,7 +12,7 @@ right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule
     batches = iter(replay of train_episodes/)
     while not stopped:                                    # SIGINT/SIGTERM: finish the step, then checkpoint
         if phase() == TEST:                               # schedule.test_phases_due(step) > test phases run
-            tests.run(catch_up_head(batches))             # held-out loss, test episodes, compare, checkpoint
+            test_phases.run(catch_up_head(batches))       # held-out loss, test episodes, compare, checkpoint
             continue
         if when.done(step): break
         step = update(next(batches))                      # world model + SAC head
@@ -168,7 +168,7 @@ class Trainer:
             self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
             self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
                                             self.logger, self.train_folder, self.test_folder, self.collects)
-            self.tests = TestPhase(config, self.agent, self.learner, self.test_folder, self._test_env, self.counters,
+            self.test_phases = TestPhase(config, self.agent, self.learner, self.test_folder, self._test_env, self.counters,
                                    self.run_state, self.episode_spec, self.reset_seeds, self._log, self.logger.video,
                                    self.save_checkpoint)
             self._stop = threading.Event()
@@ -226,7 +226,7 @@ class Trainer:
 
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
-        return self.run_progress.save_checkpoint(self._replay, self.tests.held_out_replay)
+        return self.run_progress.save_checkpoint(self._replay, self.test_phases.held_out_replay)
 
     # ------------------------------------------------------------------ acting
 
@@ -278,7 +278,7 @@ class Trainer:
 
     def test_phase(self, batches: Iterator[dict]) -> dict:
         """The test phase as one unit: the SAC head catches up with the model, then `TestPhase.run` evaluates and checkpoints."""
-        last = self.tests.run(self.catch_up_head(batches))
+        last = self.test_phases.run(self.catch_up_head(batches))
         log.info("step %d: test return %.1f", int(self.counters.step.numpy()), last["test/return"])
         return last
 

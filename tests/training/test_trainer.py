@@ -38,7 +38,7 @@ def spied_trainer(config, logdir, on_update=lambda step: None):
 
     spy(trainer.learner, "update", "update", step=reaching)
     spy(trainer, "collect_train_episodes", "collect")
-    spy(trainer.tests, "run", "test phase")
+    spy(trainer.test_phases, "run", "test phase")
     spy(trainer, "log_open_loop", "video")
     spy(trainer.logger, "scalars", lambda step, values, phase, **fields: f"{phase} record", step=lambda step, *rest, **kw: step)
     spy(trainer.checkpointer, "save", "checkpoint", step=lambda step: step)

@@ -241,8 +241,10 @@ def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, t
 
 
 @pytest.mark.slow
-def test_offline_training_from_shipped_data_and_imagination_on_a_task_that_terminates_warns_once(tmp_path):
-    """Offline training from the shipped episodes (one made to end in a termination): no environment episode is
+def test_offline_training_on_a_terminating_task_warns_once(tmp_path):
+    """Offline training from the shipped data, with imagination on a task that terminates, warns once.
+
+    Offline training from the shipped episodes (one made to end in a termination): no environment episode is
     collected and no test phase runs. With imagined SAC transitions and no continuation head, the replayed
     termination makes the trainer say so, once over its two log windows."""
     data = tmp_path / "data"

@@ -62,8 +62,7 @@ def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
 
 
 @pytest.mark.slow
-def test_nan_updates_stop_the_run_and_keep_its_last_good_checkpoint(
-        tmp_path, monkeypatch):
+def test_nan_updates_stop_the_run_and_keep_its_last_good_checkpoint(tmp_path, monkeypatch):
     """NaN updates stop a run with its checkpoint intact, a Trainer resumes it, and a finished run stays unchanged.
 
     Consecutive NaN updates stop the run (NonFiniteError) and leave its last good checkpoint, all finite, the latest.

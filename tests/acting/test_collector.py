@@ -35,8 +35,10 @@ def acting_values(collector: Collector) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-def test_collector_writes_episodes_reloads_a_newer_checkpoint_and_per_checkpoint_waits_for_the_next(run, tmp_path):
-    """One per-checkpoint collector: it writes episodes acting with the newest checkpoint (step 10), reloads a newer
+def test_collector_follows_the_runs_checkpoints(run, tmp_path):
+    """The collector writes episodes, reloads a newer checkpoint, and with per_checkpoint waits for the next one.
+
+    One per-checkpoint collector: it writes episodes acting with the newest checkpoint (step 10), reloads a newer
     one (11) whole between rounds, keeps its weights when nothing is newer, and in a run of two rounds plays the
     second only once the learner has saved the next checkpoint (40)."""
     outdir = str(tmp_path / "shared")

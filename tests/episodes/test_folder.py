@@ -52,7 +52,8 @@ def test_the_length_suffix_is_read_back_from_the_name_the_writer_gives():
     assert episode_length("episode-12.npz.part") is None
 
 
-def test_episodes_are_the_visible_npz_files_directly_inside_and_the_runs_are_those_named_with_a_length(folder):
+def test_what_counts_as_an_episode_and_as_the_runs_own(folder):
+    """Episodes are the visible .npz files directly inside; the run's own are those named with a length."""
     folder, names = folder
     root = folder.directory
     first, second = f"{root}/{names['first']}", f"{root}/{names['second']}"

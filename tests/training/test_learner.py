@@ -285,8 +285,7 @@ def update_graph_ops(learner, batch):
 
 
 @pytest.mark.slow
-def test_sac_updates_and_imagination_trace_once(
-        smoke_config, tensorflow_warnings):
+def test_sac_updates_and_imagination_trace_once(smoke_config, tensorflow_warnings):
     """SAC updates and imagination are traced once whatever their number, and learners give no retracing warning.
 
     The SAC updates and the imagined rollouts run in in-graph loops: 2 updates with horizon 3 and 6 updates with

@@ -70,9 +70,10 @@ def hold_lock(logdir: str) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_a_second_learner_is_refused_with_the_holders_pid_and_host_and_a_killed_holders_stale_lock_is_taken_over(
-        run, tmp_path, capsys, warnings):
-    """While another process holds the run's lock, a second learner (command line or Python API) is refused and
+def test_a_second_learner_is_refused_and_a_stale_lock_taken_over(run, tmp_path, capsys, warnings):
+    """A second learner is refused with the holder's pid and host, and a killed holder's stale lock is taken over.
+
+    While another process holds the run's lock, a second learner (command line or Python API) is refused and
     writes nothing (that readers of a locked run are not refused: the fall-back test below). Then the holder is
     SIGKILLed: its lock is stale, and the next learner takes it over with a warning."""
     holder = hold_lock(run)
@@ -121,8 +122,10 @@ def assert_a_stale_lock_is_taken_over_with_a_warning(logdir: str, killed_pid: in
 
 
 @pytest.mark.slow
-def test_a_learner_stopped_by_sigterm_releases_the_lock_and_a_second_one_meanwhile_is_refused(tmp_path, capsys):
-    """A real `planet-sac train` holds the lock while it trains; a second one (the same command, run in this
+def test_sigterm_releases_the_lock_and_a_second_learner_is_refused(tmp_path, capsys):
+    """A learner stopped by SIGTERM releases the lock; a second one meanwhile is refused.
+
+    A real `planet-sac train` holds the lock while it trains; a second one (the same command, run in this
     process: another process than the holder's) is refused; SIGTERM releases it.
 
     (SIGINT goes through the same graceful stop; SIGKILL is the stale-lock test above.)
@@ -269,9 +272,11 @@ def test_a_run_whose_checkpoints_were_deleted_is_not_started_over_on_top_of_its_
 
 
 @pytest.mark.slow
-def test_resume_skips_a_damaged_checkpoint_moves_it_out_of_the_rotation_and_logs_lost_steps_once(smoke_run, tmp_path,
+def test_resume_skips_a_damaged_checkpoint(smoke_run, tmp_path,
                                                                                                 warnings):
-    """On a copy of the session's smoke run (conftest.smoke_run: trained to 10, resumed to 20, a test phase at each)."""
+    """Resume skips a damaged checkpoint, moves it out of the rotation and logs the lost steps once.
+
+    On a copy of the session's smoke run (conftest.smoke_run: trained to 10, resumed to 20, a test phase at each)."""
     run = str(tmp_path / "run")
     shutil.copytree(smoke_run[0], run)  # the fixture's own copy is shared: never written
     with open(f"{run}/metrics.jsonl") as file:

@@ -14,8 +14,8 @@ from planet_sac.training.run_state import Counters, RunProgress
     (0, 3, 0, 1),  # seed episodes written after ckpt-0 (2 of them) are no collection: only 3 - 2 = 1 is
     (10, 7, 6, 1),  # a hand-copied episode before the checkpoint: only the one written after it
 ])
-def test_episodes_collected_after_a_checkpoint_are_those_beyond_both_the_checkpoint_and_the_schedule(
-        smoke_config, step, on_disk, at_checkpoint, expected):
+def test_episodes_collected_after_a_checkpoint(smoke_config, step, on_disk, at_checkpoint, expected):
+    """Episodes collected after a checkpoint are those beyond both the checkpoint's count and the schedule's."""
     config = apply_overrides(smoke_config, ["data.seed_episodes=2", "schedule.collect_every=5"])
     counters = Counters()
     counters.step.assign(step)

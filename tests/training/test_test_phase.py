@@ -21,9 +21,10 @@ def compare_config(smoke_config):
 
 
 @pytest.mark.slow
-def test_each_compared_policy_acts_and_is_logged_by_name_and_catch_up_rounds_run_before_the_test_phase(
-        compare_config, tmp_path, monkeypatch):
-    """The run also checks the catch-up rounds when CEM collects (sac.catchup_rounds=3, 10 updates, one CEM collection
+def test_compared_policies_are_logged_by_name_after_the_catch_up(compare_config, tmp_path, monkeypatch):
+    """Each compared policy acts and is logged by name, and the catch-up rounds run before the test phase.
+
+    The run also checks the catch-up rounds when CEM collects (sac.catchup_rounds=3, 10 updates, one CEM collection
     and one test phase): the head catches up before the test phase only. The SAC case, where it also catches up before
     the collection: test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration."""
     from planet_sac.config import POLICIES

@@ -45,8 +45,8 @@ def spied_trainer(config, logdir, on_update=lambda step: None):
     return trainer, events
 
 
-def test_the_loop_runs_a_due_test_phase_first_then_update_collect_log_video_checkpoint_at_the_schedules_steps(
-        smoke_config, tmp_path):
+def test_the_loop_follows_the_schedule(smoke_config, tmp_path):
+    """The loop runs a due test phase first, then update, collect, log, video and checkpoint at the schedule's steps."""
     trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"))
     try:
         trainer.run()

@@ -115,7 +115,7 @@ def test_pixel_world_model_gradient_repeats_at_planet_batch():
 
     from planet_sac.benchmark import ACTION_SIZE, image_batch
     from planet_sac.models.world_model import WorldModel
-    from planet_sac.training.trainer import make_tensorflow_deterministic
+    from planet_sac.training.learner import make_tensorflow_deterministic
 
     make_tensorflow_deterministic()
     config = load_config(ROOT / "configs" / "dmc_vision_cpu.yaml", [

@@ -14,7 +14,8 @@ from planet_sac.config_loading import load_config
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import load_episode
-from planet_sac.training.trainer import NonFiniteError, Trainer, train
+from planet_sac.training.learner import NonFiniteError
+from planet_sac.training.trainer import Trainer, train
 from tests.conftest import CONFIGS, ROOT
 
 

@@ -54,7 +54,7 @@ from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec
 from planet_sac.training import distribute, schedule
-from planet_sac.training.learner import Learner
+from planet_sac.training.learner import Learner, NonFiniteError, make_tensorflow_deterministic
 from planet_sac.training.logger import Logger, untracked
 from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
 from planet_sac.training.run_state import TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
@@ -63,19 +63,6 @@ from planet_sac.training.signals import GracefulStop
 from planet_sac.training.test_phase import TestPhase
 
 log = logging.getLogger("planet_sac")
-
-
-def make_tensorflow_deterministic() -> None:
-    """Makes TensorFlow's results a function of its inputs in this process (docs/determinism.md).
-
-    Op determinism on: deterministic kernels only, and an error for an op that has none. Grappler, TensorFlow's
-    graph optimizer, off: with it on, the compiled gradient of a pixel world model at PlaNet's batch (16 x 50
-    chunks) differed from call to call in its last bits, on the same weights and inputs, and whole runs of the
-    same seed drifted apart; with it off they repeat, and an update was as fast (research/determinism_pixels.py).
-    Both are process-wide and apply to functions compiled from now on.
-    """
-    tf.config.experimental.enable_op_determinism()
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
@@ -91,10 +78,6 @@ def imagination_termination_warning(config: Config, replay_stats: dict) -> str |
     return (f"{terminated} replayed episode(s) end in a termination, but imagined SAC transitions "
             f"(sac.real_ratio={config.sac.real_ratio}) bootstrap through it without a continuation head; "
             "set model.continuation_scale: 10 (Dreamer's pcont_scale) or sac.real_ratio: 1.0 for this task")
-
-
-class NonFiniteError(RuntimeError):
-    """Too many consecutive updates had a NaN/inf loss or gradient."""
 
 
 class Trainer:

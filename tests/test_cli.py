@@ -299,7 +299,7 @@ def test_offline_training_closes_the_environment_it_read_the_shapes_from(tmp_pat
 
 def test_imagination_termination_warning_needs_both_imagination_and_a_termination(smoke_config):
     from planet_sac.config_loading import apply_overrides
-    from planet_sac.training.trainer import imagination_termination_warning
+    from planet_sac.training.run_checks import imagination_termination_warning
 
     imagining = apply_overrides(smoke_config, ["sac.imagination_horizon=3", "sac.real_ratio=0.5"])
     assert imagination_termination_warning(imagining, {"terminated_episodes": 0}) is None

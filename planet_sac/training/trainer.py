@@ -45,17 +45,18 @@ from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy
 from planet_sac.agent import Agent
-from planet_sac.checkpoints import Checkpointer, compile_patterns, latest_checkpoint, named_variables, resolve
-from planet_sac.config import Config, ConfigError
+from planet_sac.checkpoints import Checkpointer, named_variables
+from planet_sac.config import Config
 from planet_sac.config_loading import load_config
 from planet_sac.diagnostics import open_loop
-from planet_sac.envs import EnvBatch, episode_limit, make_env, make_envs
+from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec
 from planet_sac.training import distribute, schedule
 from planet_sac.training.learner import Learner, NonFiniteError, make_tensorflow_deterministic
 from planet_sac.training.logger import Logger, untracked
+from planet_sac.training.run_checks import check_offline_data, check_start, imagination_termination_warning
 from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
 from planet_sac.training.run_state import TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
@@ -63,21 +64,6 @@ from planet_sac.training.signals import GracefulStop
 from planet_sac.training.test_phase import TestPhase
 
 log = logging.getLogger("planet_sac")
-
-
-def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:
-    """The warning for a run that imagines SAC transitions on a task that terminates, without a continuation head.
-
-    Without one (`model.continuation_scale: 0`, PlaNet's model) imagined discounts are 1 (right for
-    dm_control, which only truncates), so where real episodes end in a termination the head's
-    imagined targets bootstrap through it.
-    """
-    terminated = replay_stats.get("terminated_episodes", 0)
-    if config.sac.real_ratio >= 1.0 or not terminated or config.model.continuation_scale > 0:
-        return None
-    return (f"{terminated} replayed episode(s) end in a termination, but imagined SAC transitions "
-            f"(sac.real_ratio={config.sac.real_ratio}) bootstrap through it without a continuation head; "
-            "set model.continuation_scale: 10 (Dreamer's pcont_scale) or sac.real_ratio: 1.0 for this task")
 
 
 class Trainer:
@@ -102,24 +88,11 @@ class Trainer:
         self.strategy = distribute.make_strategy(config)  # before anything is written: a machine that cannot run it fails here
         self.offline = offline_data is not None
         self.collects = not self.offline and config.schedule.collect
-        limit = episode_limit(config.env.task, config.env.action_repeat, config.env.time_limit) if self.collects else None
-        if limit is not None and config.data.chunk_length > limit + 1:
-            source = (f"env.time_limit={limit}" if config.env.time_limit is not None else
-                      f"env.time_limit=null: the task's own episodes, {limit} agent steps at action repeat "
-                      f"{config.env.action_repeat}")
-            raise ConfigError(f"data.chunk_length={config.data.chunk_length} is longer than the episodes the run collects "
-                              f"({source}: {limit + 1} steps with the first observation); lower "
-                              "data.chunk_length or raise env.time_limit")
+        check_start(config, self.logdir, offline_data, self.collects, restore_from, include, exclude)  # before the logdir is made
         self.progress = progress
         self.train_dir = offline_data or f"{self.logdir}/train_episodes"
         self.test_dir = f"{self.logdir}/test_episodes"
         self.train_folder, self.test_folder = EpisodeFolder(self.train_dir), EpisodeFolder(self.test_dir)
-        # Checked before the logdir is made: a failed start leaves nothing behind.
-        if self.offline and not tf.io.gfile.isdir(self.train_dir):
-            raise ConfigError(f"--offline-data {self.train_dir} is not a directory of episodes")
-        if restore_from and latest_checkpoint(self.logdir) is None:  # a run that resumes ignores --restore-from
-            resolve(restore_from)
-            compile_patterns([*include, *exclude])
         created = not tf.io.gfile.exists(self.logdir)
         prepare_logdir(self.logdir)
         self.lock = lock_run(self.logdir)  # one learner per run directory, until close()
@@ -129,8 +102,8 @@ class Trainer:
         try:
             obs_shape, action_size = self._data_shapes()
             self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
-            if self.offline:
-                self._check_offline_data()  # before the run's config and first checkpoint are written
+            if self.offline:  # before the run's config and first checkpoint are written
+                check_offline_data(self.train_dir, config, self.episode_spec)
             with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
                 self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
@@ -165,14 +138,6 @@ class Trainer:
             raise
 
     # ------------------------------------------------------------------ setup
-
-    def _check_offline_data(self) -> None:
-        """Raises the replay's own NoEpisodesError (what was skipped and why, what the task expects) unless the offline
-        data holds an episode the replay can use; capped at one episode, the replay reads the newest files only until
-        it finds one."""
-        probe = EpisodeReplay(self.train_dir, self.config.data.chunk_length, max_episodes=1,
-                              wait_seconds=self.config.data.wait_seconds, spec=self.episode_spec)
-        _ = probe.spec  # waits up to data.wait_seconds for a usable episode
 
     def _data_shapes(self) -> tuple[tuple[int, ...], int]:
         """(observation shape, action size) of the configured task, from its environment's spaces.

@@ -14,7 +14,7 @@ from planet_sac.config import Config
 from planet_sac.config_loading import apply_overrides
 from planet_sac.control import cem
 from planet_sac.control.transitions import imagined_transitions
-from planet_sac.training.trainer import imagination_termination_warning
+from planet_sac.training.run_checks import imagination_termination_warning
 from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
 
 

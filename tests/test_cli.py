@@ -277,7 +277,7 @@ def test_offline_training_on_a_terminating_task_warns_once(tmp_path):
 def test_offline_training_closes_the_environment_it_read_the_shapes_from(tmp_path, monkeypatch, smoke_config):
     """Offline, the task's environment only gives the observation and action shapes (no collection, no test
     phases): it is closed at once instead of holding a simulator (for dm_control, MuJoCo) for the whole run."""
-    import planet_sac.training.trainer as trainer_module
+    import planet_sac.training.collection as collection_module
 
     made, closed = [], []
 
@@ -288,11 +288,11 @@ def test_offline_training_closes_the_environment_it_read_the_shapes_from(tmp_pat
         made.append(env)
         return env
 
-    real_make_env = trainer_module.make_env
-    monkeypatch.setattr(trainer_module, "make_env", spying_make_env)
+    real_make_env = collection_module.make_env
+    monkeypatch.setattr(collection_module, "make_env", spying_make_env)
     trainer = Trainer(smoke_config, str(tmp_path / "run"), offline_data=str(DATA / "pendulum_state"), progress=False)
     try:
-        assert len(made) == 1 and closed == made and trainer.test_env is None
+        assert len(made) == 1 and closed == made and trainer.envs.made() == []
     finally:
         trainer.close()
 

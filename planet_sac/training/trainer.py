@@ -40,25 +40,24 @@ from typing import Iterator, Sequence, cast
 
 import numpy as np
 import tensorflow as tf
-from gymnasium import spaces
 from tqdm import tqdm
 
-from planet_sac.acting.actor import TEST, TRAIN, Actor, RandomPolicy
+from planet_sac.acting.actor import TEST, TRAIN
 from planet_sac.agent import Agent
 from planet_sac.checkpoints import Checkpointer, named_variables
 from planet_sac.config import Config
 from planet_sac.config_loading import load_config
 from planet_sac.diagnostics import open_loop
-from planet_sac.envs import EnvBatch, make_env, make_envs
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
 from planet_sac.episodes.storage import EpisodeSpec
 from planet_sac.training import distribute, schedule
+from planet_sac.training.collection import Collection, RunEnvironments
 from planet_sac.training.learner import Learner, NonFiniteError, make_tensorflow_deterministic
-from planet_sac.training.logger import Logger, untracked
+from planet_sac.training.logger import Logger
 from planet_sac.training.run_checks import check_offline_data, check_start, imagination_termination_warning
 from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
-from planet_sac.training.run_state import TEST_SEED_OFFSET, TEST_STREAM, TRAIN_STREAM, Counters, RunProgress, RunState, reset_seeds
+from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
 from planet_sac.training.signals import GracefulStop
 from planet_sac.training.test_phase import TestPhase
@@ -97,13 +96,14 @@ class Trainer:
         prepare_logdir(self.logdir)
         self.lock = lock_run(self.logdir)  # one learner per run directory, until close()
 
-        self.envs: EnvBatch | None = None
-        self.test_env = None
+        self.envs = RunEnvironments(config.env, self.strategy)  # made at first use, closed by close()
         try:
-            obs_shape, action_size = self._data_shapes()
+            # Offline data too is read in the task's format: files in another are skipped and counted by the replay.
+            obs_shape, action_size = self.envs.shapes(train=self.collects)
             self.episode_spec = EpisodeSpec.for_task(config.env.obs, obs_shape, action_size)  # what replay accepts
-            if self.offline:  # before the run's config and first checkpoint are written
-                check_offline_data(self.train_dir, config, self.episode_spec)
+            if self.offline:
+                self.envs.close()  # no collection and no test phases: the environment was only needed for its spaces
+                check_offline_data(self.train_dir, config, self.episode_spec)  # before the config and checkpoint are written
             with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
                 self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
@@ -124,9 +124,11 @@ class Trainer:
             self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
             self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
                                             self.logger, self.train_folder, self.test_folder, self.collects)
-            self.test_phases = TestPhase(config, self.agent, self.learner, self.test_folder, self._test_env, self.counters,
-                                   self.run_state, self.episode_spec, self.reset_seeds, self._log, self.logger.video,
-                                   self.save_checkpoint)
+            self.collection = Collection(config, self.envs, self.agent.policy, self.counters, self.train_folder,
+                                         self.test_folder, self.reset_seeds, progress)
+            self.test_phases = TestPhase(config, self.agent, self.learner, self.test_folder, self.envs.test_env,
+                                         self.counters, self.run_state, self.episode_spec, self.reset_seeds, self._log,
+                                         self.logger.video, self.save_checkpoint)
             self._stop = threading.Event()
             self._warned_terminations = False
             self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
@@ -137,35 +139,7 @@ class Trainer:
                 remove_unused_logdir(self.logdir)
             raise
 
-    # ------------------------------------------------------------------ setup
-
-    def _data_shapes(self) -> tuple[tuple[int, ...], int]:
-        """(observation shape, action size) of the configured task, from its environment's spaces.
-
-        Offline data too is read in the task's format: files in another (a different action size or
-        observation shape) are skipped and counted by the replay, never taken as the format.
-        """
-        env = self._train_envs() if self.collects else self._test_env()
-        obs_space = cast(spaces.Box, env.observation_space[self.config.env.obs])  # make_env's: a Dict of Boxes
-        shapes = tuple(obs_space.shape), int(env.action_space.shape[0])
-        if self.offline:  # no collection and no test phases: the environment was only needed for its spaces
-            env.close()
-            self.test_env = None
-        return shapes
-
-    def _train_envs(self) -> EnvBatch:
-        if self.envs is None:
-            env = self.config.env
-            seed = distribute.worker_seed(env.seed, self.strategy)
-            self.envs = make_envs(env, seed=seed)
-        return self.envs
-
-    def _test_env(self):
-        if self.test_env is None:
-            env = self.config.env
-            seed = distribute.worker_seed(env.seed + TEST_SEED_OFFSET, self.strategy)
-            self.test_env = make_env(env, seed=seed)
-        return self.test_env
+    # ------------------------------------------------------------------ parts of the loop
 
     def phase(self) -> str:
         """`test` when a train phase has just been completed and not yet evaluated, else `train` (`schedule.phase`)."""
@@ -176,41 +150,18 @@ class Trainer:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
         return self.run_progress.save_checkpoint(self._replay, self.test_phases.held_out_replay)
 
-    # ------------------------------------------------------------------ acting
-
     def collect_seed_episodes(self) -> None:
-        """Random episodes until each directory holds the configured number of seed episodes."""
+        """Random episodes until each folder holds its configured seed episodes (`Collection.seed_episodes`); then
+        the episode counters follow the files. Nothing to do with offline data."""
         if self.offline:
             return
-        data, env = self.config.data, self.config.env
-        for folder, wanted, seed in ((self.train_folder, data.seed_episodes, env.seed),
-                                     (self.test_folder, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
-            missing = wanted - folder.counts()[0]
-            if missing > 0:
-                envs = self._train_envs() if folder is self.train_folder else self._test_env()
-                on_disk = folder.counts()[0]
-                policy = RandomPolicy(envs.action_space.shape[0], seed=seed + on_disk)
-                log.info("collecting %d random seed episodes into %s", missing, folder.directory)
-                stream = TRAIN_STREAM if folder is self.train_folder else TEST_STREAM
-                Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
-                                                       seeds=self.reset_seeds(stream, on_disk, missing))
+        self.collection.seed_episodes()
         self.run_progress.sync_episode_counters()
 
     def collect_train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
         """`count` episodes (default one per training environment) with the train phase of `policy` (default
-        `policy.train`), into `train_episodes/`."""
-        envs = self._train_envs()
-        self.agent.policy.set_policies(train=policy or self.config.policy.train)
-        try:
-            count = count or envs.num_envs
-            episodes = Actor(envs, self.agent.policy, TRAIN, self.train_folder).run(
-                count, seeds=self.reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
-        finally:
-            self.agent.policy.set_policies(train=self.config.policy.train)
-        self.counters.train_episodes.assign_add(len(episodes))
-        self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
-                                                     np.int64))
-        return episodes
+        `policy.train`), into `train_episodes/` (`Collection.train_episodes`)."""
+        return self.collection.train_episodes(policy, count)
 
     def catch_up_head(self, batches: Iterator[dict]) -> dict:
         """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
@@ -359,9 +310,7 @@ class Trainer:
         try:
             if getattr(self, "logger", None) is not None:
                 self.logger.close()
-            for env in (self.envs, self.test_env):
-                if env is not None:
-                    env.close()
+            self.envs.close()
         finally:
             if getattr(self, "lock", None) is not None:
                 self.lock.release()

@@ -9,8 +9,8 @@ import pytest
 
 from planet_sac.config import ConfigError
 from planet_sac.config_loading import apply_overrides
+from planet_sac.training import collection as collection_module
 from planet_sac.training import test_phase as test_phase_module
-from planet_sac.training import trainer as trainer_module
 from tests.conftest import CONFIGS
 
 
@@ -34,7 +34,7 @@ def test_compared_policies_are_logged_by_name_after_the_catch_up(compare_config,
     acting = []  # the policy the compiled test-phase branch points at while each test-phase actor runs
     agent_actors = []  # (phase, outdir) of every actor that acts with the agent's policy
 
-    class SpyActor(trainer_module.Actor):
+    class SpyActor(collection_module.Actor):
         def run(self, num_episodes, progress=False, seeds=None):
             if self.phase == "test":
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[1])])
@@ -42,7 +42,7 @@ def test_compared_policies_are_logged_by_name_after_the_catch_up(compare_config,
                 agent_actors.append((self.phase, self.outdir))
             return super().run(num_episodes, progress, seeds)
 
-    monkeypatch.setattr(trainer_module, "Actor", SpyActor)  # training episodes
+    monkeypatch.setattr(collection_module, "Actor", SpyActor)  # training episodes
     monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes
     try:
         trainer.run()
@@ -146,13 +146,13 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
     acting = []  # the policy the compiled train-phase branch points at while each training actor runs
 
-    class SpyActor(trainer_module.Actor):
+    class SpyActor(collection_module.Actor):
         def run(self, num_episodes, progress=False, seeds=None):
             if self.phase == "train" and self.policy is trainer.agent.policy:  # not the seed episodes' RandomPolicy
                 acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[0])])
             return super().run(num_episodes, progress, seeds)
 
-    monkeypatch.setattr(trainer_module, "Actor", SpyActor)  # training episodes
+    monkeypatch.setattr(collection_module, "Actor", SpyActor)  # training episodes
     monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes (none is in the train phase)
     try:
         trainer.run()

@@ -162,16 +162,17 @@ def test_batches_are_drawn_on_demand_so_new_episodes_enter_at_a_fixed_batch(tmp_
 
 
 def test_the_trainer_draws_batches_on_demand(tmp_path, monkeypatch):
+    from planet_sac.training import run_state as run_state_module
     from planet_sac.training import trainer as trainer_module
 
     calls = []
-    original = trainer_module.make_dataset
+    original = run_state_module.make_dataset
 
     def recording(*args, **kwargs):
         calls.append(kwargs)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "make_dataset", recording)
+    monkeypatch.setattr(run_state_module, "make_dataset", recording)
     # Trainer.run makes its dataset before the first update: a run of 0 updates makes it and traces no update.
     trainer_module.train(load_config(SMOKE), str(tmp_path / "run"), progress=False, train_steps=0)
     assert calls and all(call.get("prefetch") == 0 for call in calls)

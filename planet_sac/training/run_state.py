@@ -4,9 +4,10 @@ What a checkpoint holds beside the model (`Counters`, `RunState`) is what lets a
 the never-stopped one would: the counters place it in its schedule and seed its episodes' resets
 (`reset_seeds`), the run state restores its replays and names the training episodes it had collected.
 `RunProgress` restores a run (resume, filtered restore or scratch), reconciles the episode folders with the
-checkpoint (episodes written after it are set aside, staged test phases settled, counters follow the files)
-and writes checkpoints. Variable names (`counters/...`, `run_state/...`) are those of every checkpoint
-written so far: filtered restores and old runs depend on them.
+checkpoint (episodes written after it are set aside, staged test phases settled, counters follow the files),
+makes the training replay that continues the checkpointed one (`train_replay`) and writes checkpoints of
+`run_variables` (`run_checkpointer`). Variable names (`counters/...`, `run_state/...`) are those of every
+checkpoint written so far: filtered restores and old runs depend on them.
 """
 
 from __future__ import annotations
@@ -14,21 +15,26 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Callable, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Sequence, cast
 
 import numpy as np
 import tensorflow as tf
 
-from planet_sac.checkpoints import Checkpointer, restore_filtered
+from planet_sac.checkpoints import Checkpointer, named_variables, restore_filtered
 from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import save_config
 from planet_sac.envs import episode_seed
 from planet_sac.episodes.folder import INTERRUPTED, EpisodeFolder
-from planet_sac.episodes.loader import EpisodeReplay
+from planet_sac.episodes.loader import EpisodeReplay, make_dataset
+from planet_sac.episodes.storage import EpisodeSpec
 from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute
 from planet_sac.training.logger import Logger, untracked
 from planet_sac.training.schedule import Every
+
+if TYPE_CHECKING:
+    from planet_sac.agent import Agent
+    from planet_sac.training.learner import Learner
 
 log = logging.getLogger("planet_sac")
 
@@ -77,6 +83,23 @@ def reset_seeds(env_seed: int, strategy: tf.distribute.Strategy, stream: int, fi
     counters, so a resumed run starts its episodes where the uninterrupted run started them."""
     base = distribute.worker_seed(env_seed + (TEST_SEED_OFFSET if stream != TRAIN_STREAM else 0), strategy)
     return [episode_seed(base, stream, index) for index in range(first, first + count)]
+
+
+def run_variables(agent: Agent, learner: Learner, counters: Counters, run_state: RunState) -> dict[str, tf.Variable]:
+    """What a checkpoint of the run holds, by name: the world model, the SAC head, the optimizers, the learner's
+    (its counts of skipped updates), `counters/`, `run_state/`, and the learner's and policy's random-number
+    streams (`learner/rng_state`, `policy/rng_state`). Not which policy acts in each phase, which the config sets."""
+    variables = named_variables([agent.world_model, agent.sac, learner.optimizer, learner, counters, run_state],
+                                extra={"learner/rng_state": learner.rng.state, "policy/rng_state": agent.policy.rng.state})
+    variables.pop("policy/phase_policy", None)
+    return variables
+
+
+def run_checkpointer(logdir: str, variables: dict[str, tf.Variable]) -> Checkpointer:
+    """The checkpoints of `variables` in `logdir/checkpoints`. Checkpoints from before exact resume have no
+    run_state/ (optional here): such a run resumes, with fresh replay streams."""
+    return Checkpointer(f"{logdir}/checkpoints", variables,
+                        optional=[name for name in variables if name.startswith("run_state/")])
 
 
 class RunProgress:
@@ -184,6 +207,21 @@ class RunProgress:
         collect_every = Every.of(self.config, self.collects).collect_every  # the schedule's own rule
         scheduled = self.config.data.seed_episodes + step // collect_every * self.config.env.num_envs
         return max(0, min(on_disk - episodes_at_checkpoint, on_disk - scheduled))
+
+    def train_replay(self, batch_size: int, spec: EpisodeSpec) -> tuple[tf.data.Dataset, EpisodeReplay]:
+        """The run's training replay of the `train` folder: (batches of `batch_size` chunks, the replay they come from).
+
+        It continues the checkpointed replay's state (`run_state.replay`) when there is one and is seeded by
+        `seed` + the step; it reads episodes of format `spec` with `sac.n_step - 1` absorbing steps after a
+        termination. Batches are drawn when needed, never ahead, so a run repeats (docs/determinism.md).
+        """
+        data = self.config.data
+        return make_dataset(self.train.directory, batch_size, data.chunk_length, every=data.every,
+                            max_episodes=data.max_episodes, keys=(self.config.env.obs, "action", "reward", "discount"),
+                            wait_seconds=data.wait_seconds, seed=self.config.seed + int(self.counters.step.numpy()),
+                            spec=spec, absorbing_steps=self.config.sac.n_step - 1,  # SAC's n-step starts reach the end
+                            prefetch=0,  # deterministic: batches are drawn when needed, not ahead
+                            state=cast("dict | None", RunState.read(self.run_state.replay)))
 
     def save_checkpoint(self, replay: EpisodeReplay | None = None, held_out_replay: EpisodeReplay | None = None) -> str:
         """Checkpoints the run at its current step, with the states of the training `replay` and the test phase's

@@ -24,8 +24,10 @@ right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule
 
 The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
 (training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py), the
-run's episode folders (episodes/folder.py), the schedule (training/schedule.py), the test phase
-(training/test_phase.py), the run's counters, restore and checkpoints (training/run_state.py).
+run's episode folders (episodes/folder.py), its environments and collection (training/collection.py),
+the schedule (training/schedule.py), the test phase (training/test_phase.py), the run's counters,
+restore, training replay and checkpoints (training/run_state.py), the checks of what a run is given
+(training/run_checks.py).
 With `schedule.collect: false` the trainer collects nothing itself and learns from the
 episodes that `planet-sac collect --reload-every` processes write into `train_episodes/`.
 """
@@ -36,7 +38,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Iterator, Sequence, cast
+from typing import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -44,12 +46,11 @@ from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN
 from planet_sac.agent import Agent
-from planet_sac.checkpoints import Checkpointer, named_variables
 from planet_sac.config import Config
 from planet_sac.config_loading import load_config
 from planet_sac.diagnostics import open_loop
 from planet_sac.episodes.folder import EpisodeFolder
-from planet_sac.episodes.loader import EpisodeReplay, make_dataset
+from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import EpisodeSpec
 from planet_sac.training import distribute, schedule
 from planet_sac.training.collection import Collection, RunEnvironments
@@ -57,7 +58,7 @@ from planet_sac.training.learner import Learner, NonFiniteError, make_tensorflow
 from planet_sac.training.logger import Logger
 from planet_sac.training.run_checks import check_offline_data, check_start, imagination_termination_warning
 from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
-from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds
+from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
 from planet_sac.training.signals import GracefulStop
 from planet_sac.training.test_phase import TestPhase
@@ -111,15 +112,8 @@ class Trainer:
             self.counters = Counters()
             self.run_state = RunState()
             self._replay: EpisodeReplay | None = None  # the training replay while `run` runs
-            self.variables = named_variables(
-                [self.agent.world_model, self.agent.sac, self.learner.optimizer, self.learner, self.counters,
-                 self.run_state],
-                extra={"learner/rng_state": self.learner.rng.state, "policy/rng_state": self.agent.policy.rng.state},
-            )
-            self.variables.pop("policy/phase_policy", None)
-            # Checkpoints from before exact resume have no run_state/: such a run resumes, with fresh replay streams.
-            self.checkpointer = Checkpointer(f"{self.logdir}/checkpoints", self.variables,
-                                             optional=[name for name in self.variables if name.startswith("run_state/")])
+            self.variables = run_variables(self.agent, self.learner, self.counters, self.run_state)
+            self.checkpointer = run_checkpointer(self.logdir, self.variables)
             self.logger = Logger(self.logdir)
             self.reset_seeds = functools.partial(reset_seeds, config.env.seed, self.strategy)  # (stream, first, count)
             self.run_progress = RunProgress(config, self.logdir, self.counters, self.run_state, self.checkpointer,
@@ -192,15 +186,8 @@ class Trainer:
         """
         when = Every.of(self.config, self.collects, train_steps)
         self.collect_seed_episodes()
-        dataset, replay = make_dataset(self.train_dir, distribute.worker_batch_size(self.config, self.strategy),
-                                       self.config.data.chunk_length,
-                                       every=self.config.data.every, max_episodes=self.config.data.max_episodes,
-                                       keys=(self.config.env.obs, "action", "reward", "discount"),
-                                       wait_seconds=self.config.data.wait_seconds,
-                                       seed=self.config.seed + int(self.counters.step.numpy()), spec=self.episode_spec,
-                                       absorbing_steps=self.config.sac.n_step - 1,  # SAC's n-step starts reach the end
-                                       prefetch=0,  # deterministic: batches are drawn when needed, not ahead
-                                       state=cast("dict | None", RunState.read(self.run_state.replay)))
+        dataset, replay = self.run_progress.train_replay(distribute.worker_batch_size(self.config, self.strategy),
+                                                         self.episode_spec)
         self._replay = replay
         batches = iter(dataset)
         step = int(self.counters.step.numpy())

@@ -184,11 +184,11 @@ def test_a_terminating_task_trains_on_its_short_episodes_padded(tmp_path, monkey
     from planet_sac.config_loading import load_config
     from planet_sac.episodes import loader
     from planet_sac.metrics import read_metrics
-    from planet_sac.training import trainer
+    from planet_sac.training import run_state, trainer
     from tests.conftest import CONFIGS
 
     absorbing = []
-    monkeypatch.setattr(trainer, "make_dataset", lambda *args, **kwargs: absorbing.append(kwargs["absorbing_steps"])
+    monkeypatch.setattr(run_state, "make_dataset", lambda *args, **kwargs: absorbing.append(kwargs["absorbing_steps"])
                         or loader.make_dataset(*args, **kwargs))
     config = load_config(CONFIGS / "smoke.yaml", ["env.task=gym:InvertedPendulum-v5", "model.continuation_scale=10",
                                                   "schedule.test_episodes=0", "schedule.log_every=2", "sac.n_step=4"])

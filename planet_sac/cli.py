@@ -173,6 +173,7 @@ def _configure_output(args: argparse.Namespace) -> None:
     logging.getLogger("planet_sac").setLevel(level)
     if args.command not in _WITHOUT_TENSORFLOW:
         startup.import_tensorflow(quiet=not args.verbose)
+        startup.make_tensorflow_deterministic()  # every command computes as training does
 
 
 def _user_errors(command: str) -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:

@@ -97,3 +97,19 @@ def import_tensorflow(quiet: bool = True) -> ModuleType:
             if kept:
                 print("\n".join(kept), file=sys.stderr)
     return tensorflow
+
+
+def make_tensorflow_deterministic() -> None:
+    """Makes TensorFlow's results a function of its inputs in this process (docs/determinism.md).
+
+    Op determinism on: deterministic kernels only, and an error for an op that has none. Grappler, TensorFlow's
+    graph optimizer, off: with it on, the compiled gradient of a pixel world model at PlaNet's batch (16 x 50
+    chunks) differed from call to call in its last bits, on the same weights and inputs, and whole runs of the
+    same seed drifted apart; with it off they repeat, and an update was as fast (research/determinism_pixels.py).
+    Both are process-wide and apply to functions compiled from now on. Every command of the command line that
+    runs TensorFlow calls it first, and so does `Trainer` (for runs started from Python).
+    """
+    import tensorflow as tf
+
+    tf.config.experimental.enable_op_determinism()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})

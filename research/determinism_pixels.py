@@ -26,7 +26,7 @@ def child(config_path: str, updates: int, precision: str, grappler: bool, out: s
     import numpy as np
     import tensorflow as tf
 
-    from planet_sac.training.learner import make_tensorflow_deterministic
+    from planet_sac.startup import make_tensorflow_deterministic
 
     if grappler:  # op determinism alone: how the trainer ran before 2026-11-26
         tf.config.experimental.enable_op_determinism()

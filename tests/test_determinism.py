@@ -106,6 +106,20 @@ def test_trainer_turns_on_op_determinism_and_turns_off_grappler(tmp_path):
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
 
 
+def test_every_tensorflow_command_turns_on_op_determinism_and_turns_off_grappler():
+    """Here `variables`: a command that trains nothing computes as training does (evaluate, collect, export too)."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config
+
+    from planet_sac.cli import main
+
+    tf_config.disable_op_determinism()  # as the session fixture left them: the other way round
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    assert main(["variables", str(ROOT / "tests" / "fixtures" / "run_0_1"), "--quiet"]) == 0
+    assert tf_config.is_op_determinism_enabled()
+    assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
+
+
 @pytest.mark.slow
 def test_pixel_world_model_gradient_repeats_at_planet_batch():
     """At PlaNet's chunk batch (16 x 50 images, tiny networks) the compiled gradient of the world model's loss,
@@ -115,7 +129,7 @@ def test_pixel_world_model_gradient_repeats_at_planet_batch():
 
     from planet_sac.benchmark import ACTION_SIZE, image_batch
     from planet_sac.models.world_model import WorldModel
-    from planet_sac.training.learner import make_tensorflow_deterministic
+    from planet_sac.startup import make_tensorflow_deterministic
 
     make_tensorflow_deterministic()
     config = load_config(ROOT / "configs" / "dmc_vision_cpu.yaml", [

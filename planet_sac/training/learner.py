@@ -7,7 +7,7 @@
   for the whole batch, so k micro-batches of size B/k give the same update as one
   batch of B, and eager execution gives the same numbers as the compiled step (up to
   float reassociation: TensorFlow promises closeness, not bitwise equality; under
-  mixed_bfloat16 only with Grappler off, `make_tensorflow_deterministic`). With
+  mixed_bfloat16 only with Grappler off, `startup.make_tensorflow_deterministic`). With
   `optim.jit_compile` the generator draws another stream under XLA: reproducible with
   itself, not with the non-XLA update (docs/determinism.md).
 - A non-finite loss or gradient skips the update; the skip is counted, and the
@@ -48,19 +48,6 @@ from planet_sac.optim import Adam
 from planet_sac.training import distribute
 
 Batch = Mapping[str, tf.Tensor]
-
-
-def make_tensorflow_deterministic() -> None:
-    """Makes TensorFlow's results a function of its inputs in this process (docs/determinism.md).
-
-    Op determinism on: deterministic kernels only, and an error for an op that has none. Grappler, TensorFlow's
-    graph optimizer, off: with it on, the compiled gradient of a pixel world model at PlaNet's batch (16 x 50
-    chunks) differed from call to call in its last bits, on the same weights and inputs, and whole runs of the
-    same seed drifted apart; with it off they repeat, and an update was as fast (research/determinism_pixels.py).
-    Both are process-wide and apply to functions compiled from now on.
-    """
-    tf.config.experimental.enable_op_determinism()
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 class NonFiniteError(RuntimeError):

@@ -52,9 +52,10 @@ from planet_sac.diagnostics import open_loop
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import EpisodeSpec
+from planet_sac.startup import make_tensorflow_deterministic
 from planet_sac.training import distribute, schedule
 from planet_sac.training.collection import Collection, RunEnvironments
-from planet_sac.training.learner import Learner, NonFiniteError, make_tensorflow_deterministic
+from planet_sac.training.learner import Learner, NonFiniteError
 from planet_sac.training.logger import Logger
 from planet_sac.training.run_checks import check_offline_data, check_start, imagination_termination_warning
 from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir

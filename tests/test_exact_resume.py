@@ -5,8 +5,10 @@ counts and episodes by their data, since episode file names carry a uuid and a t
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 
 from planet_sac.checkpoints import list_variables, resolve
 from planet_sac.config_loading import load_config
+from planet_sac.training.run_dir import LOCK_FILE
 from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,18 +116,26 @@ def _checkpoint_step(logdir: Path) -> int:
 
 
 @pytest.mark.slow
-def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
-    """SIGTERM once (the run finishes its step and checkpoints), then SIGKILL three times (the work since the last
-    checkpoint is lost and redone, its episodes set aside). Stop k comes a random 0-1.5 s after the checkpoint at
-    step 10k, so it lands in updates, collections, test phases or a checkpoint's writing; the second SIGKILL waits
-    for a training episode written after its checkpoint, and comes a random 0-0.3 s after it."""
+def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, capsys):
+    """SIGTERM once (the run finishes its step, checkpoints, exits 0 and releases its lock), then SIGKILL three times
+    (the work since the last checkpoint is lost and redone, its episodes set aside). Stop k comes a random 0-1.5 s
+    after the checkpoint at step 10k, so it lands in updates, collections, test phases or a checkpoint's writing; the
+    second SIGKILL waits for a training episode written after its checkpoint, and comes a random 0-0.3 s after it.
+
+    Every process is a `planet-sac train` with its own random string hashing (PYTHONHASHSEED=random) and the
+    never-stopped run trained in this process: the same seed gives the same run in another process too. While the
+    first one trains, the same command in this process is refused: one learner per run directory."""
     logdir = tmp_path / "run"
     rng = random.Random(0)  # a fixed draw: a failure replays
+    environment = {**os.environ, "PYTHONHASHSEED": "random"}
     for stop, how in enumerate(["sigterm", "sigkill", "sigkill", "sigkill"], start=1):
-        process = subprocess.Popen(command(logdir, 50), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen(command(logdir, 50), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   env=environment)
         deadline = time.monotonic() + 120
         while _checkpoint_step(logdir) < 10 * stop and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
+        if how == "sigterm":
+            assert_a_second_learner_is_refused(logdir, process, capsys)
         if stop == 3:
             on_disk = len(list((logdir / "train_episodes").glob("*.npz")))
             while len(list((logdir / "train_episodes").glob("*.npz"))) == on_disk and process.poll() is None:
@@ -135,9 +146,24 @@ def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopp
         assert process.poll() is None, "the run ended before it was stopped"
         process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         process.wait(timeout=120)
+        if how == "sigterm":  # the graceful stop: checkpoint, exit 0, the lock released (an empty record)
+            assert process.returncode == 0, process.stderr.read().decode()[-2000:]
+            assert (logdir / LOCK_FILE).read_text() == ""
         assert _checkpoint_step(logdir) < 50
-    subprocess.run(command(logdir, 50), cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(command(logdir, 50), cwd=ROOT, check=True, capture_output=True, env=environment)
     assert_same_run(never_stopped, logdir)
+
+
+def assert_a_second_learner_is_refused(logdir: Path, holder: subprocess.Popen, capsys) -> None:
+    """The same `train` command, run in this process while `holder` trains, exits 2 naming the holder, in one line."""
+    from planet_sac.cli import main
+
+    capsys.readouterr()
+    assert main(command(logdir, 50)[3:]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"planet-sac train: error: {logdir} is in use by planet-sac pid {holder.pid} on host {socket.gethostname()}"), err
+    assert holder.poll() is None, "the run ended before it was stopped"
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def records_without_wall_clock(logdir: Path) -> list[dict]:
 def tensorflow_configured_as_a_run() -> None:
     """Every test process runs TensorFlow as a run does (`make_tensorflow_deterministic`: op determinism on, Grappler
     off), also in tests that build a learner or a policy without a Trainer. Grappler's passes at each compiled
-    function's first call were a third of those tests' CPU time (docs/performance.md)."""
+    function's first call were a quarter of those tests' CPU time (docs/performance.md)."""
     from planet_sac.startup import make_tensorflow_deterministic
 
     make_tensorflow_deterministic()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from planet_sac.config_loading import apply_overrides
 
 # 6 updates; a test phase every 3, an episode every 2, a record every 3, a video every 4, a checkpoint every 4.
@@ -45,6 +47,7 @@ def spied_trainer(config, logdir, on_update=lambda step: None):
     return trainer, events
 
 
+@pytest.mark.slow
 def test_the_loop_follows_the_schedule(smoke_config, tmp_path):
     """The loop runs a due test phase first, then update, collect, log, video and checkpoint at the schedule's steps."""
     trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"))
@@ -65,6 +68,7 @@ def test_the_loop_follows_the_schedule(smoke_config, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_a_stop_signal_ends_the_loop_after_the_current_step_with_a_checkpoint(smoke_config, tmp_path):
     """SIGTERM during the update to step 5: the step finishes, its state is logged (step 5 logs nothing by the
     schedule) and checkpointed, and the loop ends; the signal handler before the run is back afterwards."""
@@ -81,3 +85,24 @@ def test_a_stop_signal_ends_the_loop_after_the_current_step_with_a_checkpoint(sm
     assert events[-4:] == [("checkpoint", 4), ("update", 5), ("train record", 5), ("checkpoint", 5)]
     assert last["step"] == 5 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 5
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_close_closes_the_environments_and_releases_the_lock_once(smoke_config, tmp_path):
+    """After seed episodes (which make the training batch and the test environment), `close()` closes each of them
+    once, empties the lock record, and a second `close()` closes nothing again."""
+    from planet_sac.training.run_dir import LOCK_FILE
+    from planet_sac.training.trainer import Trainer
+
+    trainer = Trainer(smoke_config, str(tmp_path / "run"), progress=False)
+    trainer.collect_seed_episodes()
+    made = trainer.envs.made()
+    assert len(made) == 2  # the training batch and the test environment
+    closed: list[object] = []
+    for env in made:
+        real = env.close
+        env.close = lambda real=real, env=env: (closed.append(env), real())[1]
+    trainer.close()
+    assert closed == made
+    assert (tmp_path / "run" / LOCK_FILE).read_text() == ""
+    trainer.close()
+    assert closed == made

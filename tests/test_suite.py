@@ -206,7 +206,7 @@ def test_bad_suite_arguments_fail_before_any_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_vanished_run(tmp_path):
+def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_vanished_run(tmp_path, monkeypatch):
     """One tiny suite of two seeds through every state a run can be in when the suite starts:
 
     `planet-sac suite` (a process of its own) finishes seed 0 and is killed (SIGKILL) during seed 1, after its first
@@ -241,9 +241,14 @@ def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_v
     assert not (out / "results" / "gym_Pendulum-v1" / "seed1" / "result.json").exists()
     assert (out / "results" / "gym_Pendulum-v1" / "seed0" / "result.json").exists()
 
+    score_locks: list = []  # the lock each score-file write holds: the one every process sharing OUT takes
+    add_score = suite.add_score
+    monkeypatch.setattr(suite, "add_score", lambda path, record, lock_path=None: (
+        score_locks.append(lock_path), add_score(path, record, lock_path=lock_path))[1])
     summaries = suite.run_suite(SMOKE, [TASK], [0, 1], 400, str(out), explicit_repeats=REPEAT,
                                 eval_episodes=2, compare_episodes=1, progress=False)
     assert [(s["seed"], s["status"]) for s in summaries] == [(0, "skipped"), (1, "resumed")]
+    assert score_locks == [os.path.join(str(out), "runs", "scores.lock")]
     records = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines() if line.endswith("}")]
     after = [record for record in records if record["time"] > killed_at]
     # The second session continued from the checkpoint: no update up to it was repeated (only the test phase

@@ -2,8 +2,9 @@
 
 A process can split its CPU into logical devices, or join a MultiWorkerMirroredStrategy
 cluster, only before TensorFlow initialises its runtime, so these scenarios never run inside
-the pytest process. Usage: `python -m tests.distributed_worker SCENARIO OUT [ARG]` from the
-repository root; each writes its results to OUT (an .npz file) and asserts nothing itself.
+the pytest process; each computes as a run does (`startup.make_tensorflow_deterministic`).
+Usage: `python -m tests.distributed_worker SCENARIO OUT [ARG]` from the repository root; each
+writes its results to OUT (an .npz file) and asserts nothing itself.
 
 - `mirrored OUT`: 2 logical CPU devices. A learner under MirroredStrategy (2 replicas) and one
   under the default strategy start from the same weights and make the same `UPDATES` updates on
@@ -36,8 +37,12 @@ def global_batch(step: int, batch: int = 4) -> dict:
 
 
 def split_cpu(devices: int = 2) -> None:
+    """Splits the CPU into `devices` logical devices, and computes as a run does (`make_tensorflow_deterministic`)."""
     import tensorflow as tf
 
+    from planet_sac.startup import make_tensorflow_deterministic
+
+    make_tensorflow_deterministic()
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
 
@@ -100,9 +105,11 @@ def mirrored(out: str) -> None:
 
 def worker(out: str) -> None:
     from planet_sac.config_loading import apply_overrides, load_config
+    from planet_sac.startup import make_tensorflow_deterministic
     from planet_sac.training import distribute
     from tests.conftest import CONFIGS
 
+    make_tensorflow_deterministic()  # as a run does, and as the `mirrored` scenario's one-device reference
     config = apply_overrides(load_config(CONFIGS / "smoke.yaml"), [*OVERRIDES, "optim.strategy=multi_worker"])
     strategy = distribute.make_strategy(config)  # first: TensorFlow's runtime starts with the cluster's collectives
     learner = build(config, strategy)

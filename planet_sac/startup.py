@@ -1,4 +1,4 @@
-"""What has to happen before TensorFlow is imported: log levels, devices, a quiet import.
+"""What has to happen before TensorFlow is imported (log levels, devices, a quiet import), and how it computes once imported.
 
 TensorFlow's C++ side prints start-up lines that say nothing about a run and scare
 newcomers (measured with tensorflow 2.21 on a CPU-only machine, each import prints the

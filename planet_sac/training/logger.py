@@ -15,7 +15,7 @@ import json
 import math
 import time
 import uuid
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -114,11 +114,11 @@ class Logger:
                     tf.summary.scalar(key, np.asarray(value, np.float32))
         return record
 
-    def last_record(self, phase: str) -> dict:
-        """The last record of `phase` (`train` or `test`) in metrics.jsonl ({} without one)."""
+    def last_record(self, select: Callable[[dict], bool]) -> dict:
+        """The last record in metrics.jsonl for which `select(record)` is true ({} without one)."""
         if not tf.io.gfile.exists(self.metrics_path):
             return {}
-        records = [record for record in read_metrics(self.metrics_path) if record.get("phase") == phase]
+        records = [record for record in read_metrics(self.metrics_path) if select(record)]
         return records[-1] if records else {}
 
     def video(self, step: int, name: str, frames: np.ndarray, fps: int = 10) -> None:

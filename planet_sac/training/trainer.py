@@ -183,7 +183,8 @@ class Trainer:
 
         The loop reads as its schedule: a pending test phase runs first; otherwise one update, then
         collection, logging, the open-loop video and a checkpoint, each when `Every` says so.
-        A run already at `train_steps` trains nothing and returns its last logged training record.
+        A run already at `train_steps` trains nothing and returns what its last call returned: the record of its
+        final test phase, or of its last update (its losses) where no test phase came after it.
         """
         when = Every.of(self.config, self.collects, train_steps)
         self.collect_seed_episodes()
@@ -229,7 +230,8 @@ class Trainer:
         self.logger.flush()
         if not last:  # nothing left to do: answer with where the run is and what it last logged
             log.info("already at step %d of %d: nothing to train (pass a larger --train-steps to go on)", step, when.total)
-            last = self.logger.last_record(TRAIN) or {"step": step}
+            # what the run's last call returned: its final test phase's record or its last update's, not the video's
+            last = self.logger.last_record(lambda record: record.get("phase") == TEST or "loss/total" in record) or {"step": step}
         return last
 
     def _update(self, batches: Iterator[dict], window: LogWindow) -> tuple[dict, int]:

@@ -9,6 +9,7 @@ import signal
 import pytest
 
 from planet_sac.config_loading import apply_overrides
+from tests.conftest import DATA
 
 # 6 updates; a test phase every 3, an episode every 2, a record every 3, a video every 4, a checkpoint every 4.
 TINY = ["schedule.train_steps=6", "schedule.train_phase_steps=3", "schedule.collect_every=2", "schedule.log_every=3",
@@ -106,3 +107,26 @@ def test_close_closes_the_environments_and_releases_the_lock_once(smoke_config, 
     assert (tmp_path / "run" / LOCK_FILE).read_text() == ""
     trainer.close()
     assert closed == made
+
+
+@pytest.mark.slow
+def test_training_a_finished_run_again_returns_what_its_last_call_returned(smoke_config, tmp_path):
+    """A script run twice (README): the second `train` trains nothing and returns what the first returned (the final
+    test phase's record here), not the open-loop video's record, the run's last of the train phase."""
+    import json
+
+    from planet_sac.training.trainer import train
+
+    first = train(smoke_config, str(tmp_path / "run"), progress=False)  # 20 updates; a video every 10
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    last_train = [record for record in map(json.loads, lines) if record["phase"] == "train"][-1]
+    assert "model/open_loop_mse" in last_train and last_train["step"] == 20  # logged after the update's record
+    again = train(smoke_config, str(tmp_path / "run"), progress=False)
+    assert again == first and again["step"] == 20 and again["phase"] == "test" and "test/return" in again
+    # offline (no test phases), as README's snippet trains: its last update's record, with the losses
+    offline = apply_overrides(smoke_config, ["env.action_repeat=1"])
+    first = train(offline, str(tmp_path / "offline"), offline_data=str(DATA / "pendulum_state"), train_steps=10,
+                  progress=False)
+    again = train(offline, str(tmp_path / "offline"), offline_data=str(DATA / "pendulum_state"), train_steps=10,
+                  progress=False)
+    assert again == first and "loss/total" in again and again["step"] == 10

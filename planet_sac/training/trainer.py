@@ -262,8 +262,8 @@ class Trainer:
         values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
         values[f"train/return/{collector}"] = values["train/return"]
         values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
-        log.info("step %d: episode %d return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
-                 values["train/return"], int(self.counters.env_steps.numpy()))
+        log.info("step %d: episode %d (%s) return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
+                 collector, values["train/return"], int(self.counters.env_steps.numpy()))
         return values
 
     def _log_train(self, values: dict, metrics: dict, window: LogWindow, replay: EpisodeReplay) -> dict:

@@ -3,7 +3,9 @@ stop signal ends it after the current step with a checkpoint."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import signal
 
 import pytest
@@ -49,8 +51,10 @@ def spied_trainer(config, logdir, on_update=lambda step: None):
 
 
 @pytest.mark.slow
-def test_the_loop_follows_the_schedule(smoke_config, tmp_path):
-    """The loop runs a due test phase first, then update, collect, log, video and checkpoint at the schedule's steps."""
+def test_the_loop_follows_the_schedule(smoke_config, tmp_path, caplog):
+    """The loop runs a due test phase first, then update, collect, log, video and checkpoint at the schedule's steps;
+    each collection says its step, episode, collecting policy, return and env steps."""
+    caplog.set_level(logging.INFO, logger="planet_sac")
     trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"))
     try:
         trainer.run()
@@ -67,6 +71,11 @@ def test_the_loop_follows_the_schedule(smoke_config, tmp_path):
         ("test phase", 6), ("test record", 6), ("checkpoint", 6),
         ("checkpoint", 6),  # the final state, always checkpointed
     ]
+    collected = [message for message in caplog.messages if ": episode " in message]
+    # 2 seed episodes of 50 agent steps at action repeat 2, then one episode per collection
+    assert [re.sub(r"return -?\d+\.\d", "return R", message) for message in collected] == [
+        f"step {step}: episode {episode} (random) return R (env steps {episode * 100})"
+        for step, episode in ((2, 3), (4, 4), (6, 5))]
 
 
 @pytest.mark.slow

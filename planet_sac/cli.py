@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
     evaluate.add_argument("--seed", type=_seed, default=12345,
                           help="episode k of every policy starts from SEED + k (default: 12345)")
-    evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first episode as a video")
+    evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first policy's first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
 
     bench = commands.add_parser("bench", parents=[output],

@@ -186,7 +186,7 @@ def _user_errors(command: str) -> tuple[tuple[type[BaseException], ...], tuple[t
     from planet_sac.episodes.loader import NoEpisodesError
     from planet_sac.episodes.storage import BadEpisodeError
     from planet_sac.training.learner import NonFiniteError
-    from planet_sac.training.run_dir import RunLockedError
+    from planet_sac.training.run_lock import RunLockedError
 
     return ((ConfigError, SetupError, CheckpointError, BadEpisodeError, NonFiniteError, NoEpisodesError, RunLockedError),
             (tf.errors.ResourceExhaustedError, MemoryError))

@@ -19,7 +19,7 @@ import pytest
 
 from planet_sac.checkpoints import list_variables, resolve
 from planet_sac.config_loading import load_config
-from planet_sac.training.run_dir import LOCK_FILE
+from planet_sac.training.run_lock import LOCK_FILE
 from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -58,7 +58,8 @@ from planet_sac.training.collection import Collection, RunEnvironments
 from planet_sac.training.learner import Learner, NonFiniteError
 from planet_sac.training.logger import Logger
 from planet_sac.training.run_checks import check_offline_data, check_start, imagination_termination_warning
-from planet_sac.training.run_dir import check_config_change, lock_run, prepare_logdir, remove_unused_logdir
+from planet_sac.training.run_dir import check_config_change, prepare_logdir, remove_unused_logdir
+from planet_sac.training.run_lock import lock_run
 from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
 from planet_sac.training.signals import GracefulStop
@@ -75,7 +76,7 @@ class Trainer:
     patterns), else from scratch. So `run()` always continues the run in `logdir` and never
     starts over inside it (which would let the checkpoint manager delete its checkpoints).
     `start_message` says which of the three happened. A Trainer is the run directory's one
-    writer: it holds `LOGDIR/run.lock` (`run_dir.RunLock`) from construction until `close()`,
+    writer: it holds `LOGDIR/run.lock` (`run_lock.RunLock`) from construction until `close()`,
     and a second one on the same logdir is refused with RunLockedError naming the holder.
     """
 

@@ -28,7 +28,7 @@ from planet_sac.checkpoints import Checkpointer, CheckpointError, checkpoint_fil
 from planet_sac.cli import main
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.storage import load_episode
-from planet_sac.training.run_dir import LOCK_FILE, RunLockedError, lock_run
+from planet_sac.training.run_lock import LOCK_FILE, RunLockedError, lock_run
 from tests.conftest import CONFIGS, ROOT, logged_warnings, save_version
 
 SMOKE = str(CONFIGS / "smoke.yaml")
@@ -55,15 +55,17 @@ def messages(records) -> str:
 
 HOLDER = """
 import sys, time
-from planet_sac.training.run_dir import lock_run
+from planet_sac.training.run_lock import lock_run
 lock = lock_run(sys.argv[1])
+assert "tensorflow" not in sys.modules, "run_lock imported TensorFlow"  # a process that only locks starts fast
 print("locked", flush=True)
 time.sleep(600)
 """
 
 
 def hold_lock(logdir: str) -> subprocess.Popen:
-    """Another process that takes the run's lock (as a learner does) and keeps it until killed."""
+    """Another process that takes the run's lock (as a learner does) and keeps it until killed; it checks that
+    taking the lock did not import TensorFlow (`run_lock` is TensorFlow-free)."""
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, logdir], stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
     assert holder.stdout.readline().strip() == "locked"
     return holder

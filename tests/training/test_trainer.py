@@ -100,7 +100,7 @@ def test_a_stop_signal_ends_the_loop_after_the_current_step_with_a_checkpoint(sm
 def test_close_closes_the_environments_and_releases_the_lock_once(smoke_config, tmp_path):
     """After seed episodes (which make the training batch and the test environment), `close()` closes each of them
     once, empties the lock record, and a second `close()` closes nothing again."""
-    from planet_sac.training.run_dir import LOCK_FILE
+    from planet_sac.training.run_lock import LOCK_FILE
     from planet_sac.training.trainer import Trainer
 
     trainer = Trainer(smoke_config, str(tmp_path / "run"), progress=False)

@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make train      creates .venv, installs planet-sac with its extras (uv, from PyPI), trains the default agent
-#   make test       the same set-up, then ruff, mypy (planet_sac/), the large-file check and every test
+#   make test       the same set-up, then ruff, mypy (planet_sac/), the large-file check and every test but `e2e`
+#   make test-e2e   the `e2e` tests: scenarios of several TensorFlow processes (CI runs them after `make test`)
 #   make test-fast  the tests not marked `slow` (no subprocesses, no end-to-end runs): the inner loop
 # TEST_WORKERS pytest-xdist processes (0: serially), idle ones take queued tests from busy ones (worksteal);
 # docs/performance.md has what each target takes.
@@ -13,7 +14,7 @@ LOGDIR ?= logdir/pendulum
 TEST_WORKERS ?= 3
 export MUJOCO_GL ?= egl
 
-.PHONY: install train evaluate test test-fast bench clean
+.PHONY: install train evaluate test test-e2e test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,7 +38,10 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_large_files.py
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not e2e" --durations=15
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m e2e --durations=5
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" --durations=5

@@ -116,6 +116,7 @@ def _checkpoint_step(logdir: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, capsys):
     """SIGTERM once (the run finishes its step, checkpoints, exits 0 and releases its lock), then SIGKILL three times
     (the work since the last checkpoint is lost and redone, its episodes set aside). Stop k comes a random 0-1.5 s
@@ -167,6 +168,7 @@ def assert_a_second_learner_is_refused(logdir: Path, holder: subprocess.Popen, c
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_pixel_run_with_two_environment_processes_resumes_exactly(tmp_path):
     """dm_control cartpole from pixels, 2 environment processes, a tiny conv model: SIGKILLed a random 0-1 s after
     its checkpoint at 6, resumed to 12."""

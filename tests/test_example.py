@@ -12,6 +12,7 @@ from tests.conftest import CONFIGS, ROOT
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_example_trains_offline_restores_under_a_new_head_and_evaluates(tmp_path):
     logdir = tmp_path / "example"
     tiny = ["schedule.train_steps=2", "env.time_limit=10", "data.seed_episodes=1", "schedule.test_episodes=0"]

@@ -92,6 +92,7 @@ def in_process_episode(logdir, policy: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_exported_policies_act_as_in_process_without_planet_sac(tmp_path, image_run, capsys):
     """Three SavedModels, served by one process without planet_sac (one TensorFlow start for all three):
 

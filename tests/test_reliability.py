@@ -27,6 +27,7 @@ def load_bench(name):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_survives_sigkill_at_random_moments(tmp_path):
     kill_resume = load_bench("kill_resume")
     # Two kills: one during start-up, one while training (cycle % 5 decides); bench/kill_resume.py runs 50.
@@ -37,6 +38,7 @@ def test_survives_sigkill_at_random_moments(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
     directory = str(tmp_path / "shared")
     command = [sys.executable, "-m", "planet_sac", "collect", "--task", "gym:Pendulum-v1", "--obs", "state",

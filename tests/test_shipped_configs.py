@@ -233,6 +233,7 @@ and no SAC update (seconds, most of them TensorFlow's import)."""
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_wheel_installed_outside_the_checkout_trains_a_shipped_config_by_name(tmp_path, tmp_path_factory):
     """`pip install planet-sac` from a wheel: `planet-sac configs` and `planet-sac train --config pendulum` work in a
     folder without configs/, from the installed package (not the checkout)."""

@@ -29,6 +29,7 @@ def noise(stderr: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_help_collect_and_train_start_quietly(tmp_path):
     help_run = run("--help", cwd=tmp_path)
     assert help_run.returncode == 0 and "plot" in help_run.stdout
@@ -47,6 +48,7 @@ def test_help_collect_and_train_start_quietly(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_verbose_shows_tensorflow_start_up_lines(tmp_path):
     verbose = run("collect", "--task", "gym:Pendulum-v1", "--obs", "state", "--episodes", "1", "--time-limit", "10",
                   "--outdir", str(tmp_path / "episodes"), "--verbose", cwd=tmp_path)

@@ -206,6 +206,7 @@ def test_bad_suite_arguments_fail_before_any_run(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_vanished_run(tmp_path, monkeypatch):
     """One tiny suite of two seeds through every state a run can be in when the suite starts:
 

@@ -243,6 +243,7 @@ gymnasium.register("BrokenReset-v0", entry_point=BrokenReset)
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_an_environment_that_raises_on_every_reset_ends_the_run_with_one_line(module_dir, tmp_path):
     """A real command in a real process (a timeout, not a hang, if restarts were endless): 3 restarts, then one line."""
     write_module(module_dir, "broken_envs", BROKEN_ENV)

@@ -102,6 +102,7 @@ def free_ports(count: int) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_two_workers_hold_identical_weights_equal_to_one_device(tmp_path, mirrored):
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     outs = [str(tmp_path / f"worker{index}.npz") for index in range(2)]
@@ -124,6 +125,7 @@ def test_two_workers_hold_identical_weights_equal_to_one_device(tmp_path, mirror
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_two_train_commands_with_tf_config_train_as_one(tmp_path):
     """The recipe of the README: the same `planet-sac train` on each worker, each with its own logdir."""
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
@@ -157,6 +159,7 @@ def checkpoint_tensors(logdir) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_checkpoints_move_between_strategies(tmp_path):
     """Without a strategy -> resumed under MirroredStrategy (every replica restored) -> resumed without one again."""
     from planet_sac.training.trainer import Trainer

@@ -127,6 +127,35 @@ def test_exported_policies_act_as_in_process_without_planet_sac(tmp_path, image_
         check_image_policy(policy, report, served, image_episodes[policy], image_outs[policy])
 
 
+@pytest.mark.slow
+def test_an_exported_sac_head_acts_as_the_in_process_head(tmp_path, capsys):
+    """The export's contract, checked in this process (serving without planet_sac, pixel policies and the docs' loop
+    are the `e2e` test above): the SavedModel of a Pendulum-states run's SAC head chooses the in-process head's actions
+    over a whole test episode, scaled to the task's action box, and carries the checkpoint's step and task."""
+    import tensorflow as tf
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    out = tmp_path / "saved_sac"
+    assert main(["export", "--logdir", str(run), "--policy", "sac", "--out", str(out), "--quiet"]) == 0
+    episode = in_process_episode(run, "sac")
+    policy = tf.saved_model.load(str(out))
+    state = policy.get_initial_state(1)
+    actions, normalized = [], []
+    for obs in episode["state"][:-1]:  # the observation each action was chosen from
+        step = policy.action(tf.constant(obs[None]), state)
+        state = step.state
+        actions.append(step.action.numpy()[0])
+        normalized.append(step.info["normalized_action"].numpy()[0])
+    expected = episode["action"][1:]
+    assert len(expected) == 50
+    np.testing.assert_allclose(np.array(normalized), expected, atol=1e-6)
+    np.testing.assert_allclose(np.array(actions), -2.0 + (expected + 1.0) / 2.0 * 4.0, atol=1e-5)  # Pendulum: [-2, 2]
+    metadata = policy.get_metadata()
+    assert int(policy.get_train_step().numpy()) == 10 and int(metadata["checkpoint_step"].numpy()) == 10
+    assert metadata["task"].numpy() == b"gym:Pendulum-v1" and metadata["policy"].numpy() == b"sac"
+
+
 def check_state_sac(report: dict, served: dict, episode: dict, run, docs_loop_output: str) -> None:
     expected = episode["action"][1:]
     assert len(expected) == 50  # a whole episode (time limit 50)

@@ -314,6 +314,41 @@ def test_tiny_suite_resumes_a_killed_run_records_skips_finished_and_restarts_a_v
 
 
 @pytest.mark.slow
+def test_a_suite_in_this_process_publishes_its_run_and_then_skips_it(tmp_path, monkeypatch):
+    """The suite's path of one run, in this process (the killed-run scenario above is `e2e`): one seed trains to its
+    env steps, is evaluated, and publishes its Dreamer-format score record (the write holding OUT/runs/scores.lock),
+    its results folder and result.json; run again, it is skipped and nothing is rewritten."""
+    out = tmp_path / "out"
+    score_locks: list = []
+    add_score = suite.add_score
+    monkeypatch.setattr(suite, "add_score", lambda path, record, lock_path=None: (
+        score_locks.append(lock_path), add_score(path, record, lock_path=lock_path))[1])
+    # 2 seed episodes of 50 agent steps x 2 = 200 env steps, 10 updates, one more episode: 300 env steps
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
+                                compare_episodes=0, progress=False)
+    assert [(s["seed"], s["status"]) for s in summaries] == [(0, "started")]
+    assert score_locks == [os.path.join(str(out), "runs", "scores.lock")]
+    metrics = out / "runs" / "gym_Pendulum-v1" / "seed0" / "metrics.jsonl"
+    xs, ys = _test_points(metrics, "cem")
+    assert xs == [300]
+    assert _records(out / "scores" / "gym_proprio-planet_sac.json.gz") == [
+        {"task": "gym_Pendulum-v1", "method": "planet_sac", "seed": 0, "xs": xs, "ys": ys}]
+    results = out / "results" / "gym_Pendulum-v1" / "seed0"
+    assert (results / "metrics.jsonl").read_text() == metrics.read_text()
+    result = json.loads((results / "result.json").read_text())
+    assert (result["env_steps"], result["train_steps"], result["headline_policy"]) == (300, 10, "cem")
+    returns = result["evaluation"]["cem"]["returns"]
+    assert list(result["evaluation"]) == ["cem"] and len(returns) == 2
+    assert result["headline"]["mean"] == pytest.approx(sum(returns) / 2)
+
+    before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
+                                compare_episodes=0, progress=False)
+    assert [s["status"] for s in summaries] == ["skipped"]
+    assert {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()} == before
+
+
+@pytest.mark.slow
 def test_rendering_cost_of_an_image_task_is_measured():
     config = load_config(ROOT / "configs" / "cheetah_run_cpu.yaml", ["env.task=dmc:cartpole-swingup"])
     per_frame = suite.render_seconds_per_frame(config, frames=3)

@@ -39,6 +39,7 @@ class EnvConfig:
     image_size: int = 64  # height and width of image observations (the conv decoder needs 64)
     seed: int = 0  # seeds the training environment (the test environment uses seed + 10000)
     num_envs: int = 1  # environments stepped in parallel processes while collecting (1: in this process, or its own restartable one for MuJoCo)
+    test_envs: int = 1  # environments playing a test phase's episodes at once (> 1: each in its own process; image tasks)
     shadow_size: int | None = None  # dm_control: MuJoCo shadow-map size (None = the model's 4096; 1024: same pixels, faster; docs/performance.md)
 
     def validate(self, checks: Checks | None = None) -> None:
@@ -51,6 +52,11 @@ class EnvConfig:
             )
         checks.positive("env.action_repeat", self.action_repeat)
         checks.positive("env.num_envs", self.num_envs)
+        checks.positive("env.test_envs", self.test_envs)
+        checks.note("env.test_envs", "> 1 with env.obs=image only")
+        if self.test_envs > 1 and self.obs != "image":
+            raise ConfigError(f"env.test_envs={self.test_envs}: parallel test episodes are for image tasks (their cost is "
+                              "rendering); a state task's eval video renders one environment, so use env.test_envs=1")
         checks.positive("env.time_limit", self.time_limit)
         checks.positive("env.image_size", self.image_size)
         checks.note("env.image_size", "64 with env.obs=image")

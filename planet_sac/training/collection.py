@@ -1,7 +1,7 @@
 """Acting for a training run: its environments, and the episodes it collects into its episode folders.
 
 `RunEnvironments` owns the run's environments: the batch of `env.num_envs` training environments and the
-one test environment, each made at its first use with this worker's seed (`distribute.worker_seed`) and
+`env.test_envs` test environments, each made at its first use with this worker's seed (`distribute.worker_seed`) and
 closed by `close()`. `Collection` fills the run's episode folders with random seed episodes and collects
 training episodes with the agent's policy. Every episode's reset seed comes from `reset_seeds` and the
 counters of episodes already on disk or collected, so a resumed run starts its episodes as the uninterrupted
@@ -39,29 +39,32 @@ class RunEnvironments:
     """The run's environments for `env`, each made at its first use and kept until `close()`.
 
     `train_envs()` is the batch of `env.num_envs` training environments, seeded `worker_seed(env.seed)`;
-    `test_env()` is one environment seeded `worker_seed(env.seed + TEST_SEED_OFFSET)`, so test episodes never
-    repeat training ones. Both return the same object on every call until `close()` closes them (idempotent).
+    `test_envs()` is one environment, or with `env.test_envs` > 1 a batch of that many (each in its own process),
+    seeded `worker_seed(env.seed + TEST_SEED_OFFSET)`, so test episodes never repeat training ones. Both return
+    the same object on every call until `close()` closes them (idempotent).
     """
 
     def __init__(self, env: EnvConfig, strategy: tf.distribute.Strategy):
         self.env, self.strategy = env, strategy
         self._train: EnvBatch | None = None
-        self._test: gymnasium.Env | None = None
+        self._test: gymnasium.Env | EnvBatch | None = None
 
     def train_envs(self) -> EnvBatch:
         if self._train is None:
             self._train = make_envs(self.env, seed=distribute.worker_seed(self.env.seed, self.strategy))
         return self._train
 
-    def test_env(self) -> gymnasium.Env:
+    def test_envs(self) -> gymnasium.Env | EnvBatch:
         if self._test is None:
-            self._test = make_env(self.env, seed=distribute.worker_seed(self.env.seed + TEST_SEED_OFFSET, self.strategy))
+            seed = distribute.worker_seed(self.env.seed + TEST_SEED_OFFSET, self.strategy)
+            self._test = (make_env(self.env, seed=seed) if self.env.test_envs == 1
+                          else make_envs(self.env, seed=seed, num_envs=self.env.test_envs))
         return self._test
 
     def shapes(self, train: bool) -> tuple[tuple[int, ...], int]:
         """(observation shape of `env.obs`, action size) of the task, from the training environments' spaces if
         `train`, else from the test environment's (making it if needed)."""
-        env = self.train_envs() if train else self.test_env()
+        env = self.train_envs() if train else self.test_envs()
         obs_space = cast(spaces.Dict, env.observation_space)[self.env.obs]  # make_env's: a Dict of Boxes
         return tuple(cast(spaces.Box, obs_space).shape), action_size(env)
 
@@ -108,7 +111,7 @@ class Collection:
                                      (self.test_folder, data.test_seed_episodes, env.seed + TEST_SEED_OFFSET)):
             missing = wanted - folder.counts()[0]
             if missing > 0:
-                envs = self.envs.train_envs() if folder is self.train_folder else self.envs.test_env()
+                envs = self.envs.train_envs() if folder is self.train_folder else self.envs.test_envs()
                 on_disk = folder.counts()[0]
                 policy = RandomPolicy(action_size(envs), seed=seed + on_disk)
                 log.info("collecting %d random seed episodes into %s", missing, folder.directory)

@@ -24,6 +24,7 @@ from planet_sac.acting.actor import TEST, Actor, RecordFrames
 from planet_sac.agent import Agent
 from planet_sac.config import Config
 from planet_sac.diagnostics import critic_vs_returns
+from planet_sac.envs import EnvBatch
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import EpisodeSpec, load_episode
@@ -40,16 +41,17 @@ class TestPhase:
     """The test phase of one run: `run()` evaluates, logs one `test` record, checkpoints and settles the folder.
 
     Inputs: the run's `config`, `agent` and `learner`; `folder`, the run's test episodes; `make_env()`, the test
-    environment (made once by the caller, which closes it); `counters` (`test_phases`, `test_episodes` advance
-    here; `step` is read); `run_state`, whose `held_out_replay` restores the held-out replay of a resumed run;
-    `spec`, the episode format; `reset_seeds(stream, first, count)`; `log(values, phase)` writes a record and
-    returns it; `video(step, tag, frames)`; `checkpoint()` saves the run (with `held_out_replay`'s state).
+    environment, or with `env.test_envs` > 1 the batch of them (made once by the caller, which closes it);
+    `counters` (`test_phases`, `test_episodes` advance here; `step` is read); `run_state`, whose `held_out_replay`
+    restores the held-out replay of a resumed run; `spec`, the episode format; `reset_seeds(stream, first,
+    count)`; `log(values, phase)` writes a record and returns it; `video(step, tag, frames)`; `checkpoint()` saves
+    the run (with `held_out_replay`'s state).
     """
 
     __test__ = False  # not a pytest test class
 
     def __init__(self, config: Config, agent: Agent, learner: Learner, folder: EpisodeFolder,
-                 make_env: Callable[[], gymnasium.Env], counters: Counters, run_state: RunState, spec: EpisodeSpec,
+                 make_env: Callable[[], gymnasium.Env | EnvBatch], counters: Counters, run_state: RunState, spec: EpisodeSpec,
                  reset_seeds: Callable[[int, int, int], list[int]], log: Callable[[dict, str], dict],
                  video: Callable[[int, str, np.ndarray], None], checkpoint: Callable[[], str]):
         self.config, self.agent, self.learner, self.folder = config, agent, learner, folder
@@ -96,15 +98,18 @@ class TestPhase:
             self._can_render = False
         elif recorder is not None and len(recorder.frames) > 1:  # the last test episode of policy.test
             self.video(int(self.counters.step.numpy()), "eval/video", np.stack(recorder.frames))
+        elif self.config.env.obs == "image" and episodes:  # the frames the agent saw in the last test episode
+            self.video(int(self.counters.step.numpy()), "eval/video", load_episode(episodes[-1]["path"])["image"])
         self.checkpoint()
         self.folder.settle(int(self.counters.test_phases.numpy()))
         return record
 
     def video_recorder(self) -> RecordFrames | None:
-        """Records test episodes: the image observations, or rendered frames of state tasks (None if it cannot render)."""
+        """Records the rendered frames of a state task's test episodes; None for image tasks, whose video is the
+        last test episode's saved observations, and for an environment that cannot render."""
         env = self.make_env()
-        if self.config.env.obs == "image":
-            return RecordFrames(env, from_observation=True)
+        if self.config.env.obs == "image" or not isinstance(env, gymnasium.Env):
+            return None
         if getattr(env, "render_mode", None) != "rgb_array" or not self._can_render:
             return None
         return RecordFrames(env, size=EVAL_VIDEO_SIZE, optional=True)

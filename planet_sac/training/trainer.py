@@ -122,7 +122,7 @@ class Trainer:
                                             self.logger, self.train_folder, self.test_folder, self.collects)
             self.collection = Collection(config, self.envs, self.agent.policy, self.counters, self.train_folder,
                                          self.test_folder, self.reset_seeds, progress)
-            self.test_phases = TestPhase(config, self.agent, self.learner, self.test_folder, self.envs.test_env,
+            self.test_phases = TestPhase(config, self.agent, self.learner, self.test_folder, self.envs.test_envs,
                                          self.counters, self.run_state, self.episode_spec, self.reset_seeds, self._log,
                                          self.logger.video, self.save_checkpoint)
             self._stop = threading.Event()

@@ -120,7 +120,7 @@ def test_seed_episodes_count_the_episodes_on_disk(smoke_config, tmp_path):
         try:
             more.seed_episodes()
             made = more_envs.made()
-            assert made == [more_envs.train_envs() if stream == TRAIN_STREAM else more_envs.test_env()]
+            assert made == [more_envs.train_envs() if stream == TRAIN_STREAM else more_envs.test_envs()]
         finally:
             more_envs.close()
         [new] = set(folder.paths()) - before
@@ -186,9 +186,9 @@ def test_run_environments_are_made_once_with_the_worker_seeds_and_closed(smoke_c
     environment's own generator is seeded env.seed + TEST_SEED_OFFSET, the training one's env.seed."""
     envs = RunEnvironments(smoke_config.env, tf.distribute.get_strategy())
     assert envs.made() == []
-    train, test = envs.train_envs(), envs.test_env()
+    train, test = envs.train_envs(), envs.test_envs()
     try:
-        assert envs.train_envs() is train and envs.test_env() is test and envs.made() == [train, test]
+        assert envs.train_envs() is train and envs.test_envs() is test and envs.made() == [train, test]
         assert envs.shapes(train=True) == envs.shapes(train=False) == ((3,), 1)  # Pendulum: cos, sin, velocity; torque
         for env, seed in ((test, smoke_config.env.seed + TEST_SEED_OFFSET), (train.env, smoke_config.env.seed)):
             own = make_env(smoke_config.env, seed=seed)

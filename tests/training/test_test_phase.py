@@ -203,3 +203,69 @@ def test_test_phases_run_at_first_test_phase_then_every_train_phase(smoke_config
     with open(tmp_path / "run" / "metrics.jsonl") as file:
         records = [json.loads(line) for line in file]
     assert [record["step"] for record in records if record["phase"] == "test"] == expected
+
+
+def test_parallel_test_episodes_are_for_image_tasks(smoke_config):
+    with pytest.raises(ConfigError, match="env.test_envs=2: parallel test episodes are for image tasks"):
+        apply_overrides(smoke_config, ["env.test_envs=2"])
+    with pytest.raises(ConfigError, match="env.test_envs"):
+        apply_overrides(smoke_config, ["env.test_envs=0"])
+
+
+@pytest.mark.slow
+def test_a_test_phase_plays_its_episodes_in_parallel_environments(smoke_config, tmp_path, monkeypatch):
+    """env.test_envs=2 on dm_control cartpole from pixels: the phase's 3 episodes are played by two environment
+    processes at once, each from one of the reset seeds a single environment would use (every saved episode is
+    replayed, action by action, in a fresh environment reset with its seed: the same frames and rewards), the record's
+    return is their mean, and the eval video is the last episode's frames."""
+    import numpy as np
+
+    from planet_sac.envs import ParallelEnvs, make_env
+    from planet_sac.episodes.folder import list_episodes
+    from planet_sac.episodes.storage import load_episode
+    from planet_sac.training.run_state import TEST_STREAM
+    from planet_sac.training.trainer import Trainer
+
+    config = apply_overrides(smoke_config, [
+        "env.task=dmc:cartpole-swingup", "env.obs=image", "env.action_repeat=8", "env.time_limit=6", "env.test_envs=2",
+        "model.cnn_depth=4", "model.decoder_depth=4", "data.chunk_length=4", "data.seed_episodes=1",
+        "data.test_seed_episodes=1", "policy.train=sac", "policy.test=sac", "policy.compare=[]",
+        "schedule.train_steps=2", "schedule.train_phase_steps=2", "schedule.collect_every=2",
+        "schedule.test_episodes=3"])
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    videos = []
+    monkeypatch.setattr(trainer.test_phases, "video", lambda step, name, frames: videos.append((name, frames)))
+    try:
+        trainer.run()
+        test_envs = trainer.envs.test_envs()
+        assert isinstance(test_envs, ParallelEnvs) and test_envs.num_envs == 2
+        seeds = trainer.reset_seeds(TEST_STREAM, 0, 6)  # more than the 1 + 3 episodes of the test stream
+    finally:
+        trainer.close()
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    (test,) = [record for record in records if record.get("phase") == "test"]
+    episodes = [load_episode(path) for path in list_episodes(str(tmp_path / "run" / "test_episodes"))]
+    env = make_env(config.env)
+    try:  # the index in the test stream of each saved episode: the seed whose replay gives it
+        index = [[k for k, seed in enumerate(seeds) if replays(env, seed, episode)] for episode in episodes]
+    finally:
+        env.close()
+    assert sorted(index) == [[0], [1], [2], [3]]  # the seed episode, then the phase's three, each seed once
+    phase = [episode for episode, (k,) in zip(episodes, index) if k > 0]
+    assert test["test/return"] == pytest.approx(np.mean([episode["reward"].sum() for episode in phase]), rel=1e-6)
+    (frames,) = [frames for name, frames in videos if name == "eval/video"]
+    assert any(np.array_equal(frames, episode["image"]) for episode in phase)
+
+
+def replays(env, seed: int, episode: dict) -> bool:
+    """Whether a fresh environment reset with `seed` and given the episode's actions gives its frames and rewards."""
+    import numpy as np
+
+    obs, _ = env.reset(seed=int(seed))
+    if not np.array_equal(obs["image"], episode["image"][0]):
+        return False
+    for t in range(1, len(episode["action"])):
+        obs, reward, *_ = env.step(episode["action"][t])
+        if not (np.array_equal(obs["image"], episode["image"][t]) and np.isclose(reward, episode["reward"][t])):
+            return False
+    return True

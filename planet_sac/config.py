@@ -232,6 +232,7 @@ class SACConfig:
     min_std: float = math.exp(-5.0)  # floor of the actor's std before the squash (DreamerV2/V3: 0.1)
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
+    test_action: Literal["mode", "sample"] = "mode"  # the head's test-phase action: its mode (SAC, DrQ-v2, CURL) or a sample (DreamerV3)
 
     def validate(self, checks: Checks | None = None) -> None:
         """Raises ConfigError (one line) for a value out of range; see Config.validate."""

@@ -78,7 +78,8 @@ class Policy(tf.Module):
         explore_scale = tf.cast(training, tf.float32)
         # Both phases sample the posterior, as the model and SAC train on samples and as PlaNet
         # (MPCAgent.perform -> RSSM._posterior) and Dreamer (policy -> obs_step) act; the test
-        # phase differs only in acting without exploration noise (the actor's mode, CEM's mean).
+        # phase differs only in acting without exploration noise (the actor's mode, or with sac.test_action=sample
+        # a sample as DreamerV3 evaluates; CEM's mean).
         latent_noise = self.rng.normal([batch, rssm.stoch_size])
         embed = self.world_model.embed(obs, self.world_model.observation_noise(self.rng, obs))  # as in training
         latent, _ = rssm.obs_step(latent, prev_action, embed, latent_noise)
@@ -97,7 +98,8 @@ class Policy(tf.Module):
             return explore(action), mean
 
         def actor() -> tuple[tf.Tensor, tf.Tensor]:
-            action = self.sac.act(features, self.rng.normal([batch, action_size]), tf.logical_not(training))
+            deterministic = tf.logical_not(training) if self.sac.config.test_action == "mode" else False
+            action = self.sac.act(features, self.rng.normal([batch, action_size]), deterministic)
             if self.sac.config.exploration_noise:  # read at trace time: when off, no extra draw from the stream
                 scale = self.sac.config.exploration_noise * explore_scale
                 action = tf.clip_by_value(action + scale * self.rng.normal(tf.shape(action)), -1.0, 1.0)

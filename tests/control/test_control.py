@@ -451,6 +451,27 @@ def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
     assert samples.std(0).min() > 0.01  # the train phase samples the actor instead of taking its mode
 
 
+def test_sac_test_action_sample_acts_with_a_sample_of_the_actor_in_test_as_dreamerv3():
+    """sac.test_action=sample: the test phase acts with tanh(mean + std * noise), the noise the policy's draw after the
+    posterior's; computed in numpy from the policy's random stream."""
+    model, sac = tiny_agent(action_size=2, test_action="sample")
+    rng = np.random.default_rng(4)
+    for variable in model.rssm.variables + sac.actor.variables:
+        variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
+    policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=12)
+    obs = rng.normal(size=(5, 3)).astype(np.float32)
+    action, _ = policy.act(obs, policy.initial_state(5), "test")
+    stream = tf.random.Generator.from_seed(12)
+    latent_noise = stream.normal([5, TINY.stoch_size]).numpy()
+    action_noise = stream.normal([5, 2]).numpy()
+    embed = ref.mlp(obs, model.encoder, ref.relu)[:, None]
+    posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), latent_noise[:, None])
+    features = ref.features({key: value[:, 0] for key, value in posts.items()})
+    expected, _ = ref.sample(sac, features, action_noise)
+    np.testing.assert_allclose(action.numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert np.abs(expected - np.tanh(ref.actor(sac, features)[0])).min() > 1e-3  # not the mode
+
+
 def test_random_branch_is_uniform_in_the_action_box():
     model, sac = tiny_agent(action_size=2)
     policy = Policy(model, sac, BRANCH_CEM, train="random", test="random")

@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 CONFIG ?= configs/pendulum.yaml
 LOGDIR ?= logdir/pendulum
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 export MUJOCO_GL ?= egl
 
 .PHONY: install train evaluate test test-e2e test-fast bench clean

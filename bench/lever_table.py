@@ -39,6 +39,17 @@ def find_runs(folder: str) -> dict[tuple[str, int], str]:
     return runs
 
 
+def result_path(run: str) -> str:
+    """The suite's result.json of a run folder: `OUT/results/<task>/seed<k>/` for a run under `OUT/runs/`,
+    else beside its metrics.jsonl (a published results folder)."""
+    task_dir = os.path.dirname(os.path.normpath(run))
+    parent = os.path.dirname(task_dir)
+    if os.path.basename(parent) == "runs":
+        return os.path.join(os.path.dirname(parent), "results", os.path.basename(task_dir), os.path.basename(run),
+                            "result.json")
+    return os.path.join(run, "result.json")
+
+
 def read_metrics(path: str) -> list[dict]:
     records = []
     with open(path) as file:
@@ -67,7 +78,7 @@ def summarise(run: str, at: int, span: int) -> dict:
     held_out = _mean(r.get("test/loss/reward") for r in inside if r.get("phase") == "test")
     trained = _mean(r.get("loss/reward") for r in train)
     row["reward_gap"] = held_out / trained if held_out is not None and trained else None
-    result = os.path.join(run.replace(f"{os.sep}runs{os.sep}", f"{os.sep}results{os.sep}"), "result.json")
+    result = result_path(run)
     row["eval"] = None
     if os.path.exists(result):
         with open(result) as file:

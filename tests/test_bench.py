@@ -318,3 +318,23 @@ def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
     assert row["reward_gap"] == pytest.approx(4.0 / 1.0) and row["reached"] == 50_000
     lines = lever_table.table([str(tmp_path / "base"), str(tmp_path / "lever")], 50_000, 10_000).split("\n")
     assert "| a_b" not in lines[2] and "| base |" in lines[2] and "lever (at 41k)" in lines[3]
+
+
+def test_lever_table_finds_the_final_evaluation_of_a_suite_run_and_of_a_published_one(tmp_path):
+    """`eval` from the suite's OUT/results/<task>/seed<k>/result.json for a run under OUT/runs/ (also when OUT itself
+    lies under a folder named runs, as ~/runs/levers/<lever>), and from result.json beside a published run's
+    metrics.jsonl; only a result of the same env-step target counts."""
+    lever_table = _load_bench_module("lever_table")
+    record = {"phase": "train", "env_steps": 50_000, "train/return": 1.0}
+    runs = {"suite": tmp_path / "runs" / "levers" / "kl08" / "runs" / "dmc_a" / "seed0",
+            "published": tmp_path / "published" / "dmc_a" / "seed0"}
+    results = {"suite": tmp_path / "runs" / "levers" / "kl08" / "results" / "dmc_a" / "seed0",
+               "published": runs["published"]}
+    for name, mean in (("suite", 12.5), ("published", 7.0)):
+        runs[name].mkdir(parents=True, exist_ok=True)
+        results[name].mkdir(parents=True, exist_ok=True)
+        (runs[name] / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+        (results[name] / "result.json").write_text(json.dumps({"env_steps_target": 50_000, "headline": {"mean": mean}}))
+    assert lever_table.summarise(str(runs["suite"]), 50_000, 10_000)["eval"] == 12.5
+    assert lever_table.summarise(str(runs["published"]), 50_000, 10_000)["eval"] == 7.0
+    assert lever_table.summarise(str(runs["published"]), 100_000, 10_000)["eval"] is None

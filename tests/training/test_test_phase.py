@@ -217,7 +217,7 @@ def test_a_test_phase_plays_its_episodes_in_parallel_environments(smoke_config, 
     """env.test_envs=2 on dm_control cartpole from pixels: the phase's 3 episodes are played by two environment
     processes at once, each from one of the reset seeds a single environment would use (every saved episode is
     replayed, action by action, in a fresh environment reset with its seed: the same frames and rewards), the record's
-    return is their mean, and the eval video is the last episode's frames."""
+    return is their mean, and the eval video is a phase episode's frames (the last to finish)."""
     import numpy as np
 
     from planet_sac.envs import ParallelEnvs, make_env

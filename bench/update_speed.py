@@ -84,6 +84,10 @@ def main() -> None:
             ("world_model", "models.world_model"), ("sac", "control.sac"), ("learner", "training.learner"))}
         builders.insert(0, ("baseline/float32", "float32", old["world_model"].WorldModel, old["sac"].SAC,
                             old["learner"].Learner, []))
+    if args.catch_up:
+        for name, *_, settings in builders:
+            if apply_overrides(config, settings).sac.updates_per_step == 0:
+                parser.error(f"--catch-up: {name} sets sac.updates_per_step=0, so a catch-up round has nothing to do")
     learners, results = {}, {}
     for name, precision, world_model_class, sac_class, learner_class, settings in builders:
         cfg = apply_overrides(config, [*settings, f"optim.precision={precision}"])

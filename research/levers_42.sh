@@ -9,52 +9,64 @@
 #                                        bench/results/levers_42/<lever>/<task>/seed<k>/ (no checkpoints, episodes
 #                                        or event files)
 #
-# OUT holds one suite folder per lever (OUT/<lever>/) and the code snapshot (OUT/src-<commit>/, made by
+# OUT holds one suite folder per lever (OUT/<lever>/) and the code snapshots (OUT/src-<commit>/, made by
 # `git archive` on first use). The runs of docs/results.md ("Closing the gap to DreamerV3") used OUT=~/runs/levers
-# and snapshot f2d375c (its tree in ~/runs/src-004dcfe). Compare a lever with the published runs at the same seeds and steps:
+# (the snapshot f2d375c's tree in ~/runs/src-004dcfe). Compare a lever with the published runs at the same seeds and steps:
 #
 #   .venv/bin/python bench/lever_table.py bench/results/dmc_vision OUT/<lever> --at 50000
 set -euo pipefail
 mode=${1:?usage: research/levers_42.sh run|publish OUT}
 out=$(realpath "${2:?usage: research/levers_42.sh run|publish OUT}")
 repo=$(cd "$(dirname "$0")/.." && pwd)
-snapshot=${SNAPSHOT:-f2d375c}
 
-# lever task seed keys...: in the order they run.
+# lever snapshot task seed keys...: in the order they run. f2d375c for every lever it has; return normalisation
+# came later (bca04ef), so its runs use e3f9c23, whose training is the same (the random streams are not: the
+# published runs' 0971fac differs from both, docs/results.md).
 queue() {
-  local kl="model.kl_balance=0.8 model.free_nats=1.0"
+  local kl="model.kl_balance=0.8 model.free_nats=1.0" old=f2d375c
   cat <<EOF
-std01 dmc:finger-spin 0 sac.min_std=0.1
-std01 dmc:ball_in_cup-catch 0 sac.min_std=0.1
-std01 dmc:finger-spin 1 sac.min_std=0.1
-std01 dmc:ball_in_cup-catch 1 sac.min_std=0.1
-shift4 dmc:reacher-easy 0 model.augment_shift=4
-kl08 dmc:ball_in_cup-catch 0 $kl
-kl08 dmc:cartpole-swingup 0 $kl
-kl08 dmc:ball_in_cup-catch 1 $kl
-shift4 dmc:ball_in_cup-catch 0 model.augment_shift=4
-std01 dmc:cheetah-run 0 sac.min_std=0.1
-kl08 dmc:cartpole-swingup 1 $kl
-shift4 dmc:reacher-easy 1 model.augment_shift=4
-shift4 dmc:ball_in_cup-catch 1 model.augment_shift=4
-std01 dmc:cheetah-run 1 sac.min_std=0.1
-alpha001 dmc:finger-spin 0 sac.min_alpha=0.01
-alpha001 dmc:ball_in_cup-catch 0 sac.min_alpha=0.01
-alpha001 dmc:finger-spin 1 sac.min_alpha=0.01
-alpha001 dmc:ball_in_cup-catch 1 sac.min_alpha=0.01
+std01 $old dmc:finger-spin 0 sac.min_std=0.1
+std01 $old dmc:ball_in_cup-catch 0 sac.min_std=0.1
+std01 $old dmc:finger-spin 1 sac.min_std=0.1
+std01 $old dmc:ball_in_cup-catch 1 sac.min_std=0.1
+shift4 $old dmc:reacher-easy 0 model.augment_shift=4
+kl08 $old dmc:ball_in_cup-catch 0 $kl
+kl08 $old dmc:cartpole-swingup 0 $kl
+kl08 $old dmc:ball_in_cup-catch 1 $kl
+shift4 $old dmc:ball_in_cup-catch 0 model.augment_shift=4
+std01 $old dmc:cheetah-run 0 sac.min_std=0.1
+kl08 $old dmc:cartpole-swingup 1 $kl
+shift4 $old dmc:reacher-easy 1 model.augment_shift=4
+shift4 $old dmc:ball_in_cup-catch 1 model.augment_shift=4
+std01 $old dmc:cheetah-run 1 sac.min_std=0.1
+alpha001 $old dmc:finger-spin 0 sac.min_alpha=0.01
+alpha001 $old dmc:ball_in_cup-catch 0 sac.min_alpha=0.01
+alpha001 $old dmc:finger-spin 1 sac.min_alpha=0.01
+alpha001 $old dmc:ball_in_cup-catch 1 sac.min_alpha=0.01
+retnorm e3f9c23 dmc:finger-spin 0 sac.return_normalization=true
+retnorm e3f9c23 dmc:ball_in_cup-catch 0 sac.return_normalization=true
+retnorm e3f9c23 dmc:finger-spin 1 sac.return_normalization=true
+retnorm e3f9c23 dmc:ball_in_cup-catch 1 sac.return_normalization=true
+expl03 $old dmc:finger-spin 0 sac.exploration_noise=0.3
+expl03 $old dmc:ball_in_cup-catch 0 sac.exploration_noise=0.3
+expl03 $old dmc:finger-spin 1 sac.exploration_noise=0.3
+expl03 $old dmc:ball_in_cup-catch 1 sac.exploration_noise=0.3
 EOF
 }
 
 case $mode in
 run)
-  src=$out/src-$snapshot
-  if [ ! -d "$src" ]; then
-    mkdir -p "$src.tmp" && git -C "$repo" archive "$snapshot" | tar -x -C "$src.tmp" && mv "$src.tmp" "$src"
-  fi
-  export PYTHONPATH=$src MUJOCO_GL=${MUJOCO_GL:-egl}
-  queue | while read -r lever task seed keys; do
+  export MUJOCO_GL=${MUJOCO_GL:-egl}
+  queue | while read -r lever snapshot task seed keys; do
+    src=$out/src-$snapshot
+    if [ ! -d "$src" ]; then  # two workers may both make it: the first rename wins
+      tmp=$(mktemp -d "$src.XXXX") && git -C "$repo" archive "$snapshot" | tar -x -C "$tmp"
+      mv -T "$tmp" "$src" 2>/dev/null || rm -rf "$tmp"
+    fi
+    config=$src/configs/dmc_vision_cpu_v1.yaml  # the first benchmark's config; named dmc_vision_cpu.yaml until d0c7fdf
+    if [ ! -f "$config" ]; then config=$src/configs/dmc_vision_cpu.yaml; fi
     sets=(); for key in $keys; do sets+=(--set "$key"); done
-    nice -n 5 "$repo/.venv/bin/python" -m planet_sac suite --config "$src/configs/dmc_vision_cpu.yaml" \
+    PYTHONPATH=$src nice -n 5 "$repo/.venv/bin/python" -m planet_sac suite --config "$config" \
       --tasks "$task" --seeds "$seed" --env-steps 50000 --out "$out/$lever" --eval-episodes 10 \
       --compare-episodes 0 "${sets[@]}" < /dev/null
   done

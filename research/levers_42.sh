@@ -17,7 +17,7 @@
 set -euo pipefail
 mode=${1:?usage: research/levers_42.sh run|publish OUT}
 out=$(realpath "${2:?usage: research/levers_42.sh run|publish OUT}")
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}  # REPO: the checkout, when this runs from a copy
 
 # lever snapshot task seed keys...: in the order they run. `base` is the control: no keys, the same snapshot, so
 # its final evaluation at 50k is what a lever's is compared with (the published runs were evaluated at 100k only). f2d375c for every lever it has; return normalisation

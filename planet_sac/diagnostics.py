@@ -9,6 +9,10 @@ real discounted return from t, G_t = sum_k gamma^k r_t+1+k (truncated at the epi
 end, so the last steps' G_t miss their tail; only the first half of the episode is used).
 A critic that overestimates shows Q >> G; one that learned little shows Q ~ 0.
 
+`foreground_errors` asks whether the model sees the small moving things a task is about (the ball and
+cup, the reacher's arm): its reconstruction error on the pixels that move, apart from the background's.
+A model can reconstruct the background well (the image loss falls) while the objects stay a blur.
+
 (`research/sac_head.py` holds the lab's own measures on frozen models, e.g. the chunk-start gap.)
 """
 
@@ -70,3 +74,25 @@ def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.nd
         bits = world_model.config.image_bits
         truth = (np.floor(truth.astype(np.float32) / 2.0 ** (8 - bits)) + 0.5) / 2.0 ** bits
     return truth, predicted
+
+
+def foreground_errors(truth: tf.Tensor, prediction: tf.Tensor, threshold: float = 0.1) -> dict[str, tf.Tensor]:
+    """Mean absolute reconstruction error on the moving pixels of image chunks, and on the rest.
+
+    `truth` and `prediction` are [B, T, H, W, C] images in [0, 1]. A pixel of chunk b at time t is
+    foreground when any channel differs from the chunk's background, its per-pixel median over the T
+    frames, by more than `threshold`. Returns `model/foreground_error` and `model/background_error`,
+    each the mean over those pixels and channels of |prediction - truth| (0 where a chunk has no such
+    pixel).
+    """
+    truth = tf.cast(truth, tf.float32)
+    prediction = tf.cast(prediction, tf.float32)
+    length = truth.shape[1]
+    ordered = tf.sort(truth, axis=1)  # the median over time, as numpy's (the mean of the middle two for even T)
+    background = 0.5 * (ordered[:, (length - 1) // 2] + ordered[:, length // 2])
+    moving = tf.reduce_max(tf.abs(truth - background[:, None]), axis=-1) > threshold  # [B, T, H, W]
+    error = tf.reduce_mean(tf.abs(prediction - truth), axis=-1)
+    foreground = tf.cast(moving, tf.float32)
+    return {"model/foreground_error": tf.math.divide_no_nan(tf.reduce_sum(error * foreground), tf.reduce_sum(foreground)),
+            "model/background_error": tf.math.divide_no_nan(tf.reduce_sum(error * (1.0 - foreground)),
+                                                            tf.reduce_sum(1.0 - foreground))}

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from planet_sac.config import SACConfig
 from planet_sac.control.sac import SAC
-from planet_sac.diagnostics import critic_vs_returns, discounted_returns
+from planet_sac.diagnostics import critic_vs_returns, discounted_returns, foreground_errors
 from tests.test_planet_fidelity import tiny_state_model
 
 
@@ -32,3 +32,41 @@ def test_critic_scores_the_action_taken_next(monkeypatch):
     assert result["sac/q_episode"] == 2.5
     expected = np.mean([sum(0.5 ** k for k in range(length - t)) for t in range(4)])
     assert abs(result["sac/return_episode"] - expected) < 1e-9
+
+
+def _numpy_foreground_errors(truth: np.ndarray, prediction: np.ndarray, threshold: float) -> tuple[float, float]:
+    background = np.median(truth, axis=1, keepdims=True)
+    moving = (np.abs(truth - background) > threshold).any(-1)
+    error = np.abs(prediction - truth).mean(-1)
+    return float(error[moving].mean()), float(error[~moving].mean())
+
+
+def test_foreground_errors_by_hand():
+    """A 2x2 square moves over a flat background the prediction shows without it: the foreground error is the
+    square's contrast, the background error the prediction's offset; a flicker under the threshold is background."""
+    truth = np.full((1, 5, 8, 8, 3), 0.2, np.float32)
+    for t in range(5):
+        truth[0, t, t:t + 2, 2:4] = 0.9
+    truth[0, 2, 7, 7] = 0.25  # a flicker of 0.05: under the 0.1 threshold
+    prediction = np.full_like(truth, 0.25)  # the background, 0.05 too bright, and no square
+    errors = {key: float(value) for key, value in foreground_errors(tf.constant(truth), tf.constant(prediction)).items()}
+    np.testing.assert_allclose(errors["model/foreground_error"], 0.65, rtol=1e-6)
+    # 5 x 64 pixels, 20 of them the square; the flicker pixel is predicted exactly
+    np.testing.assert_allclose(errors["model/background_error"], (299 * 0.05 + 0.0) / 300, rtol=1e-5)
+
+
+def test_foreground_errors_match_numpy_per_chunk_median_over_an_even_length():
+    """Each chunk has its own background, the median over its frames (for an even number of frames the mean of the
+    middle two, as numpy's): a pixel at 0.2, 0.2, 0.9, 0.9 has the background 0.55 and moves in all four frames."""
+    g = np.random.default_rng(0)
+    truth = np.repeat(g.uniform(0, 1, (3, 1, 6, 6, 3)), 4, axis=1).astype(np.float32)
+    truth[:, 2:, :3] = g.uniform(0, 1, (3, 2, 3, 6, 3))
+    truth[1, :, 5, 5] = np.array([0.2, 0.2, 0.9, 0.9])[:, None]
+    prediction = (truth + g.normal(0, 0.1, truth.shape)).astype(np.float32)
+    errors = foreground_errors(tf.constant(truth), tf.constant(prediction), threshold=0.15)
+    expected = _numpy_foreground_errors(truth, prediction, 0.15)
+    np.testing.assert_allclose(float(errors["model/foreground_error"]), expected[0], rtol=1e-5)
+    np.testing.assert_allclose(float(errors["model/background_error"]), expected[1], rtol=1e-5)
+    upper = np.sort(truth, axis=1)[:, 2:3]  # the upper middle frame instead of numpy's median
+    wrong = (np.abs(truth - upper) > 0.15).any(-1)
+    assert wrong.sum() != (np.abs(truth - np.median(truth, axis=1, keepdims=True)) > 0.15).any(-1).sum()

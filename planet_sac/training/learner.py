@@ -43,6 +43,7 @@ from planet_sac.compiled import compiled_method
 from planet_sac.config import Config, ConfigError, SACConfig
 from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
+from planet_sac.diagnostics import foreground_errors
 from planet_sac.models.world_model import WorldModel
 from planet_sac.optim import Adam
 from planet_sac.training import distribute
@@ -90,12 +91,19 @@ class Learner(tf.Module):
         self.catch_up = compiled_method(self._catch_up, jit_compile=optim.jit_compile, autograph=False)
 
     def _evaluate(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """The world model's loss terms on a batch, without an update (held-out loss, as PlaNet's test phase),
-        on unshifted images."""
+        """The world model's loss terms (`loss/*`) on a batch, without an update (held-out loss, as PlaNet's test
+        phase), on unshifted images; for images also the reconstruction's error on moving pixels and on the
+        rest (`diagnostics.foreground_errors`, against the 5-bit bin centres the decoder is trained towards)."""
+        wm = self.world_model
         size, length = batch["action"].shape[0], batch["action"].shape[1]
-        noise = self.world_model.sample_noise(self.rng, size, length)
+        noise = wm.sample_noise(self.rng, size, length)
         noise.pop("shift", None)  # held-out images are seen as they are (model.augment_shift augments training only)
-        _, metrics, _ = self.world_model.loss(batch, noise)
+        _, metrics, posts = wm.loss(batch, noise)
+        metrics = {key: value for key, value in metrics.items() if key.startswith("loss/")}
+        if wm.obs_key == "image":
+            obs = batch["image"]
+            truth = wm.preprocess(obs, tf.fill(tf.shape(obs), 0.5)) + 0.5  # each pixel's bin centre, in [0, 1]
+            metrics.update(foreground_errors(truth, wm.decode(posts)))
         return metrics
 
     def _catch_up(self, batch: Batch) -> Dict[str, tf.Tensor]:

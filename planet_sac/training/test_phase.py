@@ -150,4 +150,4 @@ class TestPhase:
             return {}
         batch = {key: tf.convert_to_tensor(np.stack([chunk[key] for chunk in chunks])) for key in chunks[0]}
         metrics = self.learner.evaluate(batch)
-        return {f"test/{key}": float(value) for key, value in metrics.items() if key.startswith("loss/")}
+        return {f"test/{key}": float(value) for key, value in metrics.items()}

@@ -354,45 +354,32 @@ def test_imagination_samples_the_actor(smoke_config):
     assert actions.std() > 0.5 and np.abs(actions).max() <= 1.0
 
 
-def test_held_out_loss_sees_unshifted_images(smoke_config):
+def test_held_out_evaluation_sees_unshifted_images_and_measures_moving_pixels(smoke_config):
     """model.augment_shift augments training only: the learner's held-out loss is the loss of the batch as it is,
-    with the dequantisation and latent noise of the learner's stream."""
+    with the dequantisation and latent noise of the learner's stream. For an image model it adds
+    `model/foreground_error` and `model/background_error`: the decoder's reconstruction of those posteriors against
+    each pixel's 5-bit bin centre, split by the chunk's median frame (numpy here); it returns no other non-loss
+    metric (the test phase logs all it returns)."""
     config = apply_overrides(smoke_config, ["env.task=dmc:cartpole-swingup", "env.obs=image", "model.cnn_depth=4",
                                             "model.augment_shift=4", "sac.updates_per_step=0"])
     model = WorldModel(config.model, "image", (64, 64, 3), 1)
     learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, 1))
     g = np.random.default_rng(0)
-    batch = {"image": tf.constant(g.integers(0, 256, (2, 4, 64, 64, 3)), tf.uint8),
-             "action": tf.constant(g.uniform(-1, 1, (2, 4, 1)), tf.float32),
-             "reward": tf.constant(g.normal(size=(2, 4)), tf.float32), "discount": tf.ones([2, 4])}
-    clone = tf.random.Generator.from_state(learner.rng.state.numpy(), learner.rng.algorithm)
-    noise = model.sample_noise(clone, 2, 4)
-    assert "shift" in noise
-    unshifted = {key: value for key, value in noise.items() if key != "shift"}
-    held_out = learner.evaluate(batch)
-    expected, shifted = model.loss(batch, unshifted)[1], model.loss(batch, noise)[1]
-    assert abs(float(shifted["loss/kl"]) / float(expected["loss/kl"]) - 1) > 0.01  # the shift shows in the KL
-    for key in ("loss/kl", "loss/reward", "loss/total"):
-        np.testing.assert_allclose(float(held_out[key]), float(expected[key]), rtol=1e-5, err_msg=key)
-
-
-def test_held_out_record_holds_the_reconstruction_errors_on_moving_pixels(smoke_config):
-    """The held-out evaluation of an image model adds `model/foreground_error` and `model/background_error`: the
-    decoder's reconstruction of the batch's posteriors against each pixel's 5-bit bin centre, split by the chunk's
-    median frame (numpy here); it returns no other non-loss metric (the test phase logs all it returns)."""
-    config = apply_overrides(smoke_config, ["env.task=dmc:cartpole-swingup", "env.obs=image", "model.cnn_depth=4",
-                                            "sac.updates_per_step=0"])
-    model = WorldModel(config.model, "image", (64, 64, 3), 1)
-    learner = Learner(config, model, SAC(config.sac, model.rssm.feature_size, 1))
-    g = np.random.default_rng(1)
     images = np.repeat(g.integers(0, 256, (2, 1, 64, 64, 3)), 6, axis=1)
-    for t in range(6):  # a bright square moving down each chunk
+    for t in range(6):  # a bright square moving down each chunk over a still background
         images[:, t, 8 * t:8 * t + 8, 20:28] = 255
     batch = {"image": tf.constant(images, tf.uint8), "action": tf.constant(g.uniform(-1, 1, (2, 6, 1)), tf.float32),
              "reward": tf.constant(g.normal(size=(2, 6)), tf.float32), "discount": tf.ones([2, 6])}
     clone = tf.random.Generator.from_state(learner.rng.state.numpy(), learner.rng.algorithm)
-    posts = model.loss(batch, model.sample_noise(clone, 2, 6))[2]
+    noise = model.sample_noise(clone, 2, 6)
+    assert "shift" in noise
+    unshifted = {key: value for key, value in noise.items() if key != "shift"}
     held_out = learner.evaluate(batch)
+    (_, expected, posts), shifted = model.loss(batch, unshifted), model.loss(batch, noise)[1]
+    assert abs(float(shifted["loss/kl"]) / float(expected["loss/kl"]) - 1) > 0.01  # the shift shows in the KL
+    for key in ("loss/kl", "loss/reward", "loss/total"):
+        np.testing.assert_allclose(float(held_out[key]), float(expected[key]), rtol=1e-5, err_msg=key)
+
     assert sorted(key for key in held_out if not key.startswith("loss/")) == ["model/background_error",
                                                                               "model/foreground_error"]
     truth = (np.floor(images / 8.0) + 0.5) / 32.0

@@ -20,10 +20,12 @@ out=$(realpath "${2:?usage: research/levers_42.sh run|publish OUT}")
 repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}  # REPO: the checkout, when this runs from a copy
 
 # lever snapshot task seed keys...: in the order they run. `base` is the control: no keys, the same snapshot, so
-# its final evaluation at 50k is what a lever's is compared with (the published runs were evaluated at 100k only). f2d375c for every lever it has; return normalisation
-# came later (bca04ef), so its runs use e3f9c23, whose training is the same (the random streams are not: the
-# published runs' 0971fac differs from both, docs/results.md). `rr50` (twice the model updates per env step, the
-# SAC updates per env step kept) uses a0748af, whose test phases log the held-out reconstruction error on moving pixels.
+# its final evaluation at 50k is what a lever's is compared with (the published runs were evaluated at 100k only).
+# f2d375c for every lever it has. Return normalisation came later (bca04ef), so its runs use e3f9c23, whose training
+# is the same (the random streams are not: the published runs' 0971fac differs from both, docs/results.md).
+# `rr50` (twice the model updates per env step, the SAC updates per env step kept) and `dec32` (PlaNet's full
+# decoder width) target the world model, which at 50k draws neither cup nor ball; they use a0748af, whose test
+# phases log the held-out reconstruction error on moving pixels.
 queue() {
   local kl="model.kl_balance=0.8 model.free_nats=1.0" old=f2d375c
   local rr50="schedule.collect_every=50 schedule.train_phase_steps=250 sac.updates_per_step=20"
@@ -39,9 +41,10 @@ kl08 $old dmc:ball_in_cup-catch 1 $kl
 shift4 $old dmc:ball_in_cup-catch 0 model.augment_shift=4
 std01 $old dmc:cheetah-run 0 sac.min_std=0.1
 kl08 $old dmc:cartpole-swingup 1 $kl
+rr50 a0748af dmc:ball_in_cup-catch 0 $rr50
+dec32 a0748af dmc:ball_in_cup-catch 0 model.decoder_depth=32
 base $old dmc:ball_in_cup-catch 0
 base $old dmc:ball_in_cup-catch 1
-rr50 a0748af dmc:ball_in_cup-catch 0 $rr50
 rr50 a0748af dmc:reacher-easy 0 $rr50
 shift4 $old dmc:reacher-easy 1 model.augment_shift=4
 shift4 $old dmc:ball_in_cup-catch 1 model.augment_shift=4

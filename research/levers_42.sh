@@ -46,6 +46,7 @@ dec32 a0748af dmc:ball_in_cup-catch 0 model.decoder_depth=32
 base $old dmc:ball_in_cup-catch 0
 base $old dmc:ball_in_cup-catch 1
 rr50 a0748af dmc:reacher-easy 0 $rr50
+kl08 $old dmc:cheetah-run 0 $kl
 shift4 $old dmc:reacher-easy 1 model.augment_shift=4
 shift4 $old dmc:ball_in_cup-catch 1 model.augment_shift=4
 std01 $old dmc:cheetah-run 1 sac.min_std=0.1

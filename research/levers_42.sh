@@ -24,7 +24,7 @@ repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}  # REPO: the checkout, when this
 # f2d375c for every lever it has. Return normalisation came later (bca04ef), so its runs use e3f9c23, whose training
 # is the same (the random streams are not: the published runs' 0971fac differs from both, docs/results.md).
 # `rr50` (twice the model updates per env step, the SAC updates per env step kept) and `dec32` (PlaNet's full
-# decoder width) target the world model, which at 50k draws neither cup nor ball; they use a0748af, whose test
+# decoder width) target the world model, which at 50k draws neither cup nor ball; they use 71f2c87, whose test
 # phases log the held-out reconstruction error on moving pixels.
 queue() {
   local kl="model.kl_balance=0.8 model.free_nats=1.0" old=f2d375c
@@ -41,11 +41,11 @@ kl08 $old dmc:ball_in_cup-catch 1 $kl
 shift4 $old dmc:ball_in_cup-catch 0 model.augment_shift=4
 std01 $old dmc:cheetah-run 0 sac.min_std=0.1
 kl08 $old dmc:cartpole-swingup 1 $kl
-rr50 a0748af dmc:ball_in_cup-catch 0 $rr50
-dec32 a0748af dmc:ball_in_cup-catch 0 model.decoder_depth=32
+rr50 71f2c87 dmc:ball_in_cup-catch 0 $rr50
+dec32 71f2c87 dmc:ball_in_cup-catch 0 model.decoder_depth=32
 base $old dmc:ball_in_cup-catch 0
 base $old dmc:ball_in_cup-catch 1
-rr50 a0748af dmc:reacher-easy 0 $rr50
+rr50 71f2c87 dmc:reacher-easy 0 $rr50
 kl08 $old dmc:cheetah-run 0 $kl
 shift4 $old dmc:reacher-easy 1 model.augment_shift=4
 shift4 $old dmc:ball_in_cup-catch 1 model.augment_shift=4

@@ -12,6 +12,8 @@ steps (at - span, at]:
   the critic's Q on real and imagined transitions (`sac/real/q`, `sac/imagined/q`) where logged, the share of
   time steps under the free-nats floor (`model/free_nats_clipped`), and the held-out reward error over the
   training one (`test/loss/reward` / `loss/reward`): means over the training records in the span;
+- `moving px`: the held-out reconstruction's error on moving pixels (`test/model/foreground_error`, the test
+  phases' mean in the span), where the run logs it (image runs since 26f8a7c);
 - `eval`: the suite's final evaluation of the headline policy (`result.json`), when the run ended at `at`.
 The first folder is the reference; a run that has not reached `at` yet is marked with the env steps it reached.
 """
@@ -78,6 +80,7 @@ def summarise(run: str, at: int, span: int) -> dict:
     held_out = _mean(r.get("test/loss/reward") for r in inside if r.get("phase") == "test")
     trained = _mean(r.get("loss/reward") for r in train)
     row["reward_gap"] = held_out / trained if held_out is not None and trained else None
+    row["moving"] = _mean(r.get("test/model/foreground_error") for r in inside if r.get("phase") == "test")
     result = result_path(run)
     row["eval"] = None
     if os.path.exists(result):
@@ -96,7 +99,7 @@ def table(folders: list[str], at: int, span: int) -> str:
     found = [find_runs(folder) for folder in folders]
     keys = sorted(set().union(*found[1:])) if len(found) > 1 else sorted(found[0])
     lines = ["| task | seed | folder | train | test | eval | alpha | entropy | std | Q real | Q imagined | "
-             "under free nats | held-out / train reward loss |", "|---" * 13 + "|"]
+             "under free nats | held-out / train reward loss | moving px |", "|---" * 14 + "|"]
     for task, seed in keys:
         for folder, runs in zip(folders, found):
             if (task, seed) not in runs:
@@ -108,7 +111,8 @@ def table(folders: list[str], at: int, span: int) -> str:
             lines.append(f"| {task.removeprefix('dmc_')} | {seed} | {name} | {_cell(row['train'])} | {_cell(row['test'])} | "
                          f"{_cell(row['eval'])} | {_cell(row['sac/alpha'], 4)} | {_cell(row['sac/entropy'], 2)} | "
                          f"{_cell(row['sac/std'], 3)} | {_cell(row['sac/real/q'])} | {_cell(row['sac/imagined/q'])} | "
-                         f"{_cell(row['model/free_nats_clipped'], 2)} | {_cell(row['reward_gap'], 2)} |")
+                         f"{_cell(row['model/free_nats_clipped'], 2)} | {_cell(row['reward_gap'], 2)} | "
+                         f"{_cell(row['moving'], 3)} |")
     return "\n".join(lines)
 
 

@@ -307,8 +307,11 @@ def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
     rows = [{"phase": "train", "env_steps": 30_000, "train/return": 1000.0, "sac/alpha": 9.0, "loss/reward": 1.0},
             {"phase": "train", "env_steps": 41_000, "train/return": 10.0, "sac/alpha": 0.1, "loss/reward": 0.5},
             {"phase": "train", "env_steps": 50_000, "train/return": 30.0, "sac/alpha": 0.3, "loss/reward": 1.5},
-            {"phase": "test", "env_steps": 45_000, "test/return": 7.0, "test/loss/reward": 3.0},
-            {"phase": "test", "env_steps": 50_000, "test/return": 9.0, "test/loss/reward": 5.0}]
+            {"phase": "test", "env_steps": 40_000, "test/return": 1.0, "test/model/foreground_error": 0.9},
+            {"phase": "test", "env_steps": 45_000, "test/return": 7.0, "test/loss/reward": 3.0,
+             "test/model/foreground_error": 0.2},
+            {"phase": "test", "env_steps": 50_000, "test/return": 9.0, "test/loss/reward": 5.0,
+             "test/model/foreground_error": 0.1}]
     for folder, records in (("base", rows), ("lever", rows[:2])):
         run = tmp_path / folder / "runs" / "dmc_a" / "seed0"
         run.mkdir(parents=True)
@@ -316,8 +319,10 @@ def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
     row = lever_table.summarise(str(tmp_path / "base" / "runs" / "dmc_a" / "seed0"), 50_000, 10_000)
     assert (row["train"], row["test"], row["sac/alpha"]) == (20.0, 8.0, pytest.approx(0.2))
     assert row["reward_gap"] == pytest.approx(4.0 / 1.0) and row["reached"] == 50_000
+    assert row["moving"] == pytest.approx(0.15)  # the test phases at 45k and 50k; 40k is outside the span
     lines = lever_table.table([str(tmp_path / "base"), str(tmp_path / "lever")], 50_000, 10_000).split("\n")
     assert "| a_b" not in lines[2] and "| base |" in lines[2] and "lever (at 41k)" in lines[3]
+    assert lines[2].endswith("| 4.00 | 0.150 |") and lines[3].endswith("|  |  |")  # the lever never logged it
 
 
 def test_lever_table_finds_the_final_evaluation_of_a_suite_run_and_of_a_published_one(tmp_path):

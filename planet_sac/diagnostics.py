@@ -69,10 +69,8 @@ def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.nd
     length = action.shape[1]
     imagined = world_model.rssm.imagine(last, action[:, context:], tf.zeros([1, length - context, stoch]))
     predicted = tf.concat([world_model.decode(posts), world_model.decode(imagined)], 1)[0].numpy()
-    truth = obs[0].numpy()
-    if world_model.obs_key == "image":  # what the decoder is trained towards: the 5-bit bin's centre, not x / 255
-        bits = world_model.config.image_bits
-        truth = (np.floor(truth.astype(np.float32) / 2.0 ** (8 - bits)) + 0.5) / 2.0 ** bits
+    # images: what the decoder is trained towards, the 5-bit bin's centre, not x / 255
+    truth = world_model.target_image(obs)[0].numpy() if world_model.obs_key == "image" else obs[0].numpy()
     return truth, predicted
 
 

@@ -37,9 +37,7 @@ def reconstruct(world_model, episode: dict) -> tuple[np.ndarray, np.ndarray]:
     """(truth as 5-bit bin centres in [0, 1], the posterior reconstruction), each [T + 1, H, W, 3]."""
     posts = episode_posteriors(world_model, episode)
     prediction = world_model.decode({key: value[None] for key, value in posts.items()})[0].numpy()
-    bits = world_model.config.image_bits
-    truth = (np.floor(episode["image"].astype(np.float32) / 2.0 ** (8 - bits)) + 0.5) / 2.0 ** bits
-    return truth, prediction
+    return world_model.target_image(tf.constant(episode["image"])).numpy(), prediction
 
 
 def body_centroids(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -86,6 +86,10 @@ class WorldModel(tf.Module):
         x = tf.floor(tf.cast(obs, tf.float32) / 2.0 ** (8 - self.config.image_bits))
         return (x + noise) / bins - 0.5
 
+    def target_image(self, obs: tf.Tensor) -> tf.Tensor:
+        """What the decoder is trained towards, in `decode`'s [0, 1] range: each uint8 pixel's 5-bit bin centre."""
+        return self.preprocess(obs, tf.fill(tf.shape(obs), 0.5)) + 0.5
+
     def embed(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
         return self.encoder(self.preprocess(obs, noise))
 

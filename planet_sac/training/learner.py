@@ -101,9 +101,7 @@ class Learner(tf.Module):
         _, metrics, posts = wm.loss(batch, noise)
         metrics = {key: value for key, value in metrics.items() if key.startswith("loss/")}
         if wm.obs_key == "image":
-            obs = batch["image"]
-            truth = wm.preprocess(obs, tf.fill(tf.shape(obs), 0.5)) + 0.5  # each pixel's bin centre, in [0, 1]
-            metrics.update(foreground_errors(truth, wm.decode(posts)))
+            metrics.update(foreground_errors(wm.target_image(batch["image"]), wm.decode(posts)))
         return metrics
 
     def _catch_up(self, batch: Batch) -> Dict[str, tf.Tensor]:

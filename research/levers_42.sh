@@ -43,27 +43,27 @@ std01 $old dmc:cheetah-run 0 sac.min_std=0.1
 kl08 $old dmc:cartpole-swingup 1 $kl
 rr50 71f2c87 dmc:ball_in_cup-catch 0 $rr50
 dec32 71f2c87 dmc:ball_in_cup-catch 0 model.decoder_depth=32
+kl08 $old dmc:cheetah-run 0 $kl
+alpha001 $old dmc:finger-spin 0 sac.min_alpha=0.01
+alpha001 $old dmc:ball_in_cup-catch 0 sac.min_alpha=0.01
+expl03 $old dmc:finger-spin 0 sac.exploration_noise=0.3
+expl03 $old dmc:ball_in_cup-catch 0 sac.exploration_noise=0.3
+retnorm e3f9c23 dmc:finger-spin 0 sac.return_normalization=true
+retnorm e3f9c23 dmc:ball_in_cup-catch 0 sac.return_normalization=true
+alpha001 $old dmc:finger-spin 1 sac.min_alpha=0.01
+alpha001 $old dmc:ball_in_cup-catch 1 sac.min_alpha=0.01
+expl03 $old dmc:finger-spin 1 sac.exploration_noise=0.3
+expl03 $old dmc:ball_in_cup-catch 1 sac.exploration_noise=0.3
+retnorm e3f9c23 dmc:finger-spin 1 sac.return_normalization=true
+retnorm e3f9c23 dmc:ball_in_cup-catch 1 sac.return_normalization=true
 base $old dmc:ball_in_cup-catch 0
 base $old dmc:ball_in_cup-catch 1
 rr50 71f2c87 dmc:reacher-easy 0 $rr50
-kl08 $old dmc:cheetah-run 0 $kl
 shift4 $old dmc:reacher-easy 1 model.augment_shift=4
 shift4 $old dmc:ball_in_cup-catch 1 model.augment_shift=4
 std01 $old dmc:cheetah-run 1 sac.min_std=0.1
 base $old dmc:finger-spin 0
 base $old dmc:finger-spin 1
-alpha001 $old dmc:finger-spin 0 sac.min_alpha=0.01
-alpha001 $old dmc:ball_in_cup-catch 0 sac.min_alpha=0.01
-alpha001 $old dmc:finger-spin 1 sac.min_alpha=0.01
-alpha001 $old dmc:ball_in_cup-catch 1 sac.min_alpha=0.01
-retnorm e3f9c23 dmc:finger-spin 0 sac.return_normalization=true
-retnorm e3f9c23 dmc:ball_in_cup-catch 0 sac.return_normalization=true
-retnorm e3f9c23 dmc:finger-spin 1 sac.return_normalization=true
-retnorm e3f9c23 dmc:ball_in_cup-catch 1 sac.return_normalization=true
-expl03 $old dmc:finger-spin 0 sac.exploration_noise=0.3
-expl03 $old dmc:ball_in_cup-catch 0 sac.exploration_noise=0.3
-expl03 $old dmc:finger-spin 1 sac.exploration_noise=0.3
-expl03 $old dmc:ball_in_cup-catch 1 sac.exploration_noise=0.3
 EOF
 }
 

@@ -48,12 +48,13 @@ kl08 $old dmc:cheetah-run 0 $kl
 alpha001 $old dmc:finger-spin 0 sac.min_alpha=0.01
 base $old dmc:ball_in_cup-catch 0
 alpha001 $old dmc:ball_in_cup-catch 0 sac.min_alpha=0.01
+alpha001 $old dmc:finger-spin 1 sac.min_alpha=0.01
+alpha001 $old dmc:cheetah-run 0 sac.min_alpha=0.01
 expl03 $old dmc:finger-spin 0 sac.exploration_noise=0.3
 expl03 $old dmc:ball_in_cup-catch 0 sac.exploration_noise=0.3
 base $old dmc:ball_in_cup-catch 1
 retnorm e3f9c23 dmc:finger-spin 0 sac.return_normalization=true
 retnorm e3f9c23 dmc:ball_in_cup-catch 0 sac.return_normalization=true
-alpha001 $old dmc:finger-spin 1 sac.min_alpha=0.01
 alpha001 $old dmc:ball_in_cup-catch 1 sac.min_alpha=0.01
 expl03 $old dmc:finger-spin 1 sac.exploration_noise=0.3
 expl03 $old dmc:ball_in_cup-catch 1 sac.exploration_noise=0.3

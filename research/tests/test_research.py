@@ -182,6 +182,29 @@ def test_episode_strips_sums_rewards_per_segment_and_lays_frames_side_by_side():
     assert strip.shape == (2, 9, 3) and list(strip[0, ::3, 0]) == [0, 2, 4]
 
 
+def test_first_reward_tells_start_states_from_reached_rewards(tmp_path):
+    """Episodes written as the layout has them (reward[0] = 0 before any action), sorted and placed by hand."""
+    first_reward = _load_research_module("first_reward")
+    rewards = {"a": [0, 0, 0, 0, 0],        # 4 actions, no reward
+               "b": [0, 0, 1, 2, 0],        # first reward after action 2: from the start (start_steps=2); return 3
+               "c": [0, 0, 0, 0.5, 2],      # first reward after action 3: reached (start_steps=2); return 2.5
+               "d": [0, 0, -1, 0, 0, 0, 4]}  # a negative reward is not a reward reached; after action 6
+    paths = []
+    for name, reward in rewards.items():
+        path = tmp_path / f"{name}.npz"
+        np.savez(path, reward=np.array(reward, np.float32))
+        paths.append(str(path))
+    episodes = first_reward.first_rewards(paths)
+    assert episodes == [(4, 0.0, None), (4, 3.0, 2), (4, 2.5, 3), (6, 3.0, 6)]
+    assert [first_reward.classify(first, 2) for _, _, first in episodes] == ["none", "start", "reached", "reached"]
+    # action repeat 10, windows of 40 env steps: episodes end at 40, 80, 120, 180 (an end on a window's edge
+    # belongs to the window it closes); the first is a seed episode
+    rows = first_reward.training_table(episodes, action_repeat=10, window=40, start_steps=2, skip=1)
+    assert [(row["from"], row["episodes"], row["start"], row["reached"]) for row in rows] == [
+        (40, 1, [3.0], []), (80, 1, [], [2.5]), (160, 1, [], [3.0])]
+    assert first_reward.counts(episodes, 2) == "4 episodes, from the start 1 (3), by reaching 2 (2, 3)"
+
+
 def numpy_filter(model, embed: np.ndarray, action: np.ndarray) -> np.ndarray:
     """Posterior concat(deter, mean) filtered from a zero state, without noise, in numpy from the RSSM's weights."""
     rssm = model.rssm

@@ -66,19 +66,28 @@ EOF
   for task in dmc:finger-spin dmc:ball_in_cup-catch; do echo "$bench $v2 v2 100000 $task 0"; done
   echo "expl03_v2 $v2 v2 50000 dmc:finger-spin 0 sac.exploration_noise=0.3"
   echo "retnorm_v2 $v2 v2 50000 dmc:finger-spin 0 sac.return_normalization=true"
-  for task in dmc:reacher-easy dmc:walker-walk dmc:cartpole-swingup dmc:cheetah-run; do echo "$bench $v2 v2 100000 $task 0"; done
+  echo "$bench $v2 v2 100000 dmc:reacher-easy 0"
+  echo "$bench $v2 v2 100000 dmc:walker-walk 0"
+  # 2026-11-28: the levers first. A lever kept would leave the v2 runs a config behind (the benchmark would restart
+  # as v3), so the exploration levers' targets, with their seed-1 references, run before more benchmark runs;
+  # ball_in_cup first, where the head does not explore its way to the catch (docs/results.md).
   echo "expl03_v2 $v2 v2 50000 dmc:ball_in_cup-catch 0 sac.exploration_noise=0.3"
   echo "retnorm_v2 $v2 v2 50000 dmc:ball_in_cup-catch 0 sac.return_normalization=true"
-  echo "untuned_v2 $v2 v2 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
-  echo "untuned_v2 $v2 v2 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
-  for task in $six; do echo "$bench $v2 v2 100000 $task 1"; done
+  for task in dmc:finger-spin dmc:ball_in_cup-catch; do echo "$bench $v2 v2 100000 $task 1"; done
   cat <<EOF
-alpha001 $old v1 50000 dmc:ball_in_cup-catch 1 sac.min_alpha=0.01
 expl03_v2 $v2 v2 50000 dmc:finger-spin 1 sac.exploration_noise=0.3
 expl03_v2 $v2 v2 50000 dmc:ball_in_cup-catch 1 sac.exploration_noise=0.3
 retnorm_v2 $v2 v2 50000 dmc:finger-spin 1 sac.return_normalization=true
 retnorm_v2 $v2 v2 50000 dmc:ball_in_cup-catch 1 sac.return_normalization=true
 EOF
+  echo "$bench $v2 v2 100000 dmc:cheetah-run 0"
+  echo "expl03_v2 $v2 v2 50000 dmc:cheetah-run 0 sac.exploration_noise=0.3"
+  echo "retnorm_v2 $v2 v2 50000 dmc:cheetah-run 0 sac.return_normalization=true"
+  echo "$bench $v2 v2 100000 dmc:cartpole-swingup 0"
+  echo "untuned_v2 $v2 v2 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
+  echo "untuned_v2 $v2 v2 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
+  for task in dmc:reacher-easy dmc:walker-walk dmc:cartpole-swingup dmc:cheetah-run; do echo "$bench $v2 v2 100000 $task 1"; done
+  echo "alpha001 $old v1 50000 dmc:ball_in_cup-catch 1 sac.min_alpha=0.01"
   for task in $six; do echo "$bench $v2 v2 100000 $task 2"; done
   cat <<EOF
 shift4 $old v1 50000 dmc:reacher-easy 1 model.augment_shift=4

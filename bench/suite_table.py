@@ -5,10 +5,14 @@ Usage (any number of suite output folders, e.g. one per configuration variant):
     .venv/bin/python bench/suite_table.py ~/runs/dmc_vision ~/runs/dmc_vision_rr50 [--json OUT.json]
     .venv/bin/python bench/suite_table.py --scores ~/runs/dmc_vision/scores/dmc_vision-planet_sac.json.gz \
         ../shared/baselines/dmc_vision-*.json.gz [--window 90000 110000]
+    .venv/bin/python bench/suite_table.py --scores v2=bench/results/dmc_vision_v2/scores/dmc_vision-planet_sac.json.gz \
+        v1=bench/results/dmc_vision/scores/dmc_vision-planet_sac.json.gz ../shared/baselines/dmc_vision-*.json.gz
 
 `--scores`: per score file (ours and the baselines alike) and task, the mean over runs of each run's mean
 return inside the env-step window; the mean over tasks; and the IQM over all runs with its 95% stratified
-bootstrap interval (`planet_sac/aggregate.py`, as rliable). With suite folders as well, the same for the
+bootstrap interval (`planet_sac/aggregate.py`, as rliable). A row is named by the file's `method` field, or by
+LABEL where the file is given as LABEL=FILE; files whose names would repeat get the folder they sit in (the
+suite folder, for a `scores/` file) added. With suite folders as well, the same for the
 final evaluations in their `result.json` files (one score per run: the headline policy's mean).
 
 One row per run (task x seed x folder): the headline policy's final return (mean ± std over its episodes),
@@ -144,12 +148,38 @@ def final_evaluation_scores(rows: list[dict]) -> list[tuple[str, dict[str, list[
     return [(f"{folder} (final evaluation)", scores) for folder, scores in sorted(by_folder.items())]
 
 
+def score_file_labels(specs: list[str], methods: list[str]) -> list[str]:
+    """The row name of each `--scores` argument (FILE or LABEL=FILE), given the `method` its file records.
+
+    LABEL where given; otherwise the method, with the file's folder added in brackets (the suite folder above
+    a `scores/` folder) when another argument would get the same name.
+    """
+    labels = [label_and_path(spec)[0] or method for spec, method in zip(specs, methods)]
+    out = []
+    for spec, label in zip(specs, labels):
+        if labels.count(label) > 1 and not label_and_path(spec)[0]:
+            folder = os.path.dirname(os.path.abspath(label_and_path(spec)[1]))
+            if os.path.basename(folder) == "scores":
+                folder = os.path.dirname(folder)
+            label = f"{label} [{os.path.basename(folder)}]"
+        out.append(label)
+    return out
+
+
+def label_and_path(spec: str) -> tuple[str | None, str]:
+    """LABEL=FILE -> (LABEL, FILE); FILE (an existing file, or no '=' before the first '/') -> (None, FILE)."""
+    label, sep, path = spec.partition("=")
+    if not sep or os.path.exists(spec) or "/" in label or not label:
+        return None, spec
+    return label, path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folders", nargs="*", help="suite output folders (--out of planet-sac suite)")
     parser.add_argument("--json", help="also write the rows (result.json contents) to this file")
-    parser.add_argument("--scores", nargs="+", default=[], metavar="FILE",
-                        help="score files (ours, baselines) to compare with one estimator")
+    parser.add_argument("--scores", nargs="+", default=[], metavar="[LABEL=]FILE",
+                        help="score files (ours, baselines) to compare with one estimator; LABEL names the row")
     parser.add_argument("--window", nargs=2, type=int, default=list(aggregate.WINDOW), metavar=("FROM", "TO"),
                         help="env steps whose score-file returns make a run's score (default: 90000 110000)")
     parser.add_argument("--tasks", nargs="+", default=list(aggregate.PLANET_TASKS), help="score-file task names")
@@ -160,12 +190,12 @@ def main() -> None:
     if args.folders and not rows:
         raise SystemExit(f"no result.json under {', '.join(args.folders)}: no run has finished there yet")
     if args.scores:
-        named = []
-        for path in args.scores:
-            records = read_scores(path)
-            method = records[0].get("method", path) if records else os.path.basename(path)
-            named.append((f"{method} (score file, {args.window[0] // 1000}k-{args.window[1] // 1000}k)",
-                          aggregate.window_scores(records, tuple(args.window), args.tasks)))
+        files = [read_scores(label_and_path(spec)[1]) for spec in args.scores]
+        methods = [records[0].get("method", os.path.basename(label_and_path(spec)[1])) if records
+                   else os.path.basename(label_and_path(spec)[1]) for spec, records in zip(args.scores, files)]
+        window = f"{args.window[0] // 1000}k-{args.window[1] // 1000}k"
+        named = [(f"{label} (score file, {window})", aggregate.window_scores(records, tuple(args.window), args.tasks))
+                 for label, records in zip(score_file_labels(args.scores, methods), files)]
         print(estimator_table(named + final_evaluation_scores(rows), args.tasks))
         if not rows:
             return

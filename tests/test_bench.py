@@ -343,3 +343,22 @@ def test_lever_table_finds_the_final_evaluation_of_a_suite_run_and_of_a_publishe
     assert lever_table.summarise(str(runs["suite"]), 50_000, 10_000)["eval"] == 12.5
     assert lever_table.summarise(str(runs["published"]), 50_000, 10_000)["eval"] == 7.0
     assert lever_table.summarise(str(runs["published"]), 100_000, 10_000)["eval"] is None
+
+
+def test_suite_table_names_score_files_apart(tmp_path, monkeypatch):
+    """Two score files of the same method (v1 and v2 runs) get their suite folder; LABEL=FILE names a row; an
+    existing file whose name holds '=' stays a file."""
+    suite_table = _load_bench_module("suite_table")
+    v1 = tmp_path / "dmc_vision" / "scores" / "dmc_vision-planet_sac.json.gz"
+    v2 = tmp_path / "dmc_vision_v2" / "scores" / "dmc_vision-planet_sac.json.gz"
+    (tmp_path / "a=b.json.gz").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert suite_table.label_and_path(f"v2={v2}") == ("v2", str(v2))
+    assert suite_table.label_and_path(str(v1)) == (None, str(v1))
+    assert suite_table.label_and_path("a=b.json.gz") == (None, "a=b.json.gz")
+    assert suite_table.label_and_path("a=c.json.gz") == ("a", "c.json.gz")
+    methods = ["planet_sac", "planet_sac", "dreamerv3"]
+    assert suite_table.score_file_labels([str(v1), str(v2), "x/dmc_vision-dreamerv3.json.gz"], methods) == [
+        "planet_sac [dmc_vision]", "planet_sac [dmc_vision_v2]", "dreamerv3"]
+    assert suite_table.score_file_labels([f"v2={v2}", str(v1), "x/d.json.gz"], methods) == [
+        "v2", "planet_sac", "dreamerv3"]

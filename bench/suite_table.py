@@ -190,9 +190,10 @@ def main() -> None:
     if args.folders and not rows:
         raise SystemExit(f"no result.json under {', '.join(args.folders)}: no run has finished there yet")
     if args.scores:
-        files = [read_scores(label_and_path(spec)[1]) for spec in args.scores]
-        methods = [records[0].get("method", os.path.basename(label_and_path(spec)[1])) if records
-                   else os.path.basename(label_and_path(spec)[1]) for spec, records in zip(args.scores, files)]
+        paths = [label_and_path(spec)[1] for spec in args.scores]
+        files = [read_scores(path) for path in paths]
+        methods = [(records[0].get("method") if records else None) or os.path.basename(path)
+                   for path, records in zip(paths, files)]
         window = f"{args.window[0] // 1000}k-{args.window[1] // 1000}k"
         named = [(f"{label} (score file, {window})", aggregate.window_scores(records, tuple(args.window), args.tasks))
                  for label, records in zip(score_file_labels(args.scores, methods), files)]

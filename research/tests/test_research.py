@@ -262,3 +262,24 @@ def test_model_error_by_policy_windows_pair_the_prediction_with_the_rewards_that
     # Other actions after t change the prediction (it uses the actions taken), the rewards' alignment does not.
     shuffled = dict(episode, action=episode["action"][::-1].copy())
     assert module.reward_gaps(model, shuffled, 4, 5)[0] != predicted
+
+
+def test_cup_swing_finds_ball_and_cup_by_colour():
+    """Frames drawn by hand: a blue background, a tan cup (rows 20-29), an orange ball at chosen rows."""
+    cup_swing = _load_research_module("cup_swing")
+    frames = np.zeros((4, 64, 64, 3), np.uint8)
+    frames[...] = (40, 60, 90)                      # background: blue, dark
+    frames[:, 20:30, 30:34] = (220, 170, 110)       # cup: green / red 0.77
+    frames[0, 10:13, 40:43] = (240, 130, 60)        # ball over the rim: centre row 11
+    frames[1, 24:26, 31:33] = (240, 130, 60)        # ball in the cup: centre row 24.5 (covers cup pixels)
+    frames[2, 40:42, 40:42] = (240, 130, 60)        # ball hanging below: centre row 40.5
+    # frame 3: no ball in sight
+    ball, top, bottom = cup_swing.ball_and_cup(frames)
+    np.testing.assert_allclose(ball[:3], [11.0, 24.5, 40.5])
+    assert np.isnan(ball[3])
+    np.testing.assert_array_equal(top, [20, 20, 20, 20])
+    np.testing.assert_array_equal(bottom, [29, 29, 29, 29])
+    share, highest = cup_swing.swing(frames)
+    assert share == 0.25 and highest == 29 - 11.0
+    share, highest = cup_swing.swing(frames, skip=1)  # the over-the-rim frame left out
+    assert share == 0.0 and highest == 29 - 24.5

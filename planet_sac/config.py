@@ -113,6 +113,7 @@ class ModelConfig:
     augment_shift: int = 0  # 0 = off; else the encoder's training input is shifted by up to this many pixels per chunk (DrQ: 4)
     reward_scale: float = 10.0  # PlaNet's reward_scale
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
+    foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w
     continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
     overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet for D >= 2; its D = 1 adds nothing)
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
@@ -126,6 +127,7 @@ class ModelConfig:
         checks.positive("model.decoder_depth", self.decoder_depth)
         checks.positive("model.min_stddev", self.min_stddev)
         checks.positive("model.obs_std", self.obs_std)
+        checks.in_range("model.foreground_weight", self.foreground_weight, low=1.0)
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
             checks.non_negative(f"model.{name}", getattr(self, name))
         checks.non_negative("model.overshooting_distance", self.overshooting_distance)
@@ -366,6 +368,10 @@ class Config:
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
+        checks.note("model.foreground_weight", "above 1 only with env.obs=image")
+        if self.model.foreground_weight != 1.0 and self.env.obs != "image":
+            raise ConfigError(f"model.foreground_weight={self.model.foreground_weight} weighs moving pixels, and "
+                              f"env.obs={self.env.obs}; set model.foreground_weight=1 for state observations")
         checks.note("model.augment_shift", "> 0 only with env.obs=image")
         if self.model.augment_shift and self.env.obs != "image":
             raise ConfigError(f"model.augment_shift={self.model.augment_shift} shifts images, and env.obs={self.env.obs}; "

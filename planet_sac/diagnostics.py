@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from planet_sac.control.sac import SAC
-from planet_sac.models.world_model import WorldModel
+from planet_sac.models.world_model import MOVING_THRESHOLD, WorldModel, moving_pixels
 
 
 def discounted_returns(reward: np.ndarray, discount: np.ndarray, gamma: float) -> np.ndarray:
@@ -74,7 +74,7 @@ def open_loop(world_model: WorldModel, batch: dict, context: int) -> tuple[np.nd
     return truth, predicted
 
 
-def foreground_errors(truth: tf.Tensor, prediction: tf.Tensor, threshold: float = 0.1) -> dict[str, tf.Tensor]:
+def foreground_errors(truth: tf.Tensor, prediction: tf.Tensor, threshold: float = MOVING_THRESHOLD) -> dict[str, tf.Tensor]:
     """Mean absolute reconstruction error on the moving pixels of image chunks, and on the rest.
 
     `truth` and `prediction` are [B, T, H, W, C] images in [0, 1]. A pixel of chunk b at time t is
@@ -85,10 +85,7 @@ def foreground_errors(truth: tf.Tensor, prediction: tf.Tensor, threshold: float 
     """
     truth = tf.cast(truth, tf.float32)
     prediction = tf.cast(prediction, tf.float32)
-    length = truth.shape[1]
-    ordered = tf.sort(truth, axis=1)  # the median over time, as numpy's (the mean of the middle two for even T)
-    background = 0.5 * (ordered[:, (length - 1) // 2] + ordered[:, length // 2])
-    moving = tf.reduce_max(tf.abs(truth - background[:, None]), axis=-1) > threshold  # [B, T, H, W]
+    moving = moving_pixels(truth, threshold)  # [B, T, H, W]
     error = tf.reduce_mean(tf.abs(prediction - truth), axis=-1)
     foreground = tf.cast(moving, tf.float32)
     return {"model/foreground_error": tf.math.divide_no_nan(tf.reduce_sum(error * foreground), tf.reduce_sum(foreground)),

@@ -141,6 +141,7 @@ def test_unknown_section_is_rejected(tmp_path):
     ("model.kl_balance=1.0", "model.kl_balance=1.0: must be in (0, 1)"),
     ("model.kl_balance=0", "model.kl_balance=0.0: must be in (0, 1)"),
     ("model.augment_shift=-1", "model.augment_shift=-1: must be in [0, 16]"),
+    ("model.foreground_weight=0.5", "model.foreground_weight=0.5: must be >= 1.0"),
 ])
 def test_bad_values_are_rejected_with_a_clear_message(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -155,6 +156,7 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
                                         "model.overshooting_scale=0 leaves out of the loss"),
     (["sac.burn_in=46", "sac.n_step=4"], r"sac.burn_in=46 \+ sac.n_step=4 must be at most data.chunk_length - 1 = 49"),
     (["env.obs=state", "model.augment_shift=4"], "model.augment_shift=4 shifts images, and env.obs=state"),
+    (["env.obs=state", "model.foreground_weight=10"], "model.foreground_weight=10.0 weighs moving pixels, and env.obs=state"),
 ])
 def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(overrides, message):
     """Caught when the config is read, before a run directory is written (a run that failed at its first update

@@ -337,3 +337,52 @@ def test_kl_balance_splits_the_kl_gradient_between_prior_and_posterior(free_nats
     for name in posterior_only:
         expected = without_kl[name] + 0.2 * (plain[name] - without_kl[name])
         np.testing.assert_allclose(balanced[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def _moving_chunks() -> np.ndarray:
+    """[2, 3, 64, 64, 3] uint8 chunks: a grey background with a 4 x 4 white block that moves (chunk 0) or stays
+    (chunk 1), and in chunk 1 one pixel whose green channel alone flips at t = 2 and one that darkens at t = 0
+    (the median, not the darkest frame, is the background)."""
+    images = np.full((2, 3, 64, 64, 3), 100, np.uint8)
+    for t, (row, col) in enumerate([(5, 5), (20, 30), (40, 50)]):
+        images[0, t, row:row + 4, col:col + 4] = 250
+    images[1, :, 10:14, 10:14] = 250
+    images[1, 2, 60, 60, 1] = 200
+    images[1, 0, 30, 30] = 20
+    return images
+
+
+def test_moving_pixels_are_those_off_the_chunks_median_frame():
+    from planet_sac.models.world_model import moving_pixels
+
+    images = _moving_chunks() / 255.0
+    median = np.median(images, axis=1, keepdims=True)
+    by_hand = (np.abs(images - median) > 0.1).any(-1)
+    assert by_hand[0].sum() == 3 * 16 and by_hand[1].sum() == 2  # the block in each frame; the green and the dark pixel
+    np.testing.assert_array_equal(moving_pixels(tf.constant(images, tf.float32)).numpy(), by_hand)
+    # centred images (the loss's [-0.5, 0.5]) move where the [0, 1] ones do
+    np.testing.assert_array_equal(moving_pixels(tf.constant(images - 0.5, tf.float32)).numpy(), by_hand)
+
+
+def test_foreground_weight_multiplies_the_moving_pixels_squared_error():
+    """model.foreground_weight=5: the image term is 0.5 * sum w (target - decoded)^2 + const, w = 5 on the pixels
+    that move in their chunk (numpy median over time) and 1 elsewhere; computed from the model's parts."""
+    weighted = WorldModel(ModelConfig(**TINY_IMAGE, foreground_weight=5.0), "image", (64, 64, 3), 1, seed=2)
+    plain = WorldModel(ModelConfig(**TINY_IMAGE), "image", (64, 64, 3), 1, seed=2)
+    rng = np.random.default_rng(1)
+    batch = tf.nest.map_structure(tf.constant, {
+        "image": _moving_chunks(), "action": rng.uniform(-1, 1, (2, 3, 1)).astype(np.float32),
+        "reward": rng.normal(size=(2, 3)).astype(np.float32)})
+    noise = weighted.sample_noise(tf.random.Generator.from_seed(4), 2, 3)
+    _, metrics, posts = weighted.loss(batch, noise)
+
+    target = weighted.preprocess(batch["image"], noise["image"]).numpy()
+    decoded = weighted.decoder(weighted.rssm.features(posts)).numpy()
+    moving = (np.abs(target - np.median(target, axis=1, keepdims=True)) > 0.1).any(-1, keepdims=True)
+    weight = np.where(moving, 5.0, 1.0)
+    by_hand = (0.5 * weight * (target - decoded) ** 2 + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
+    np.testing.assert_allclose(metrics["loss/image"].numpy(), by_hand, rtol=1e-5)
+    unweighted = (0.5 * (target - decoded) ** 2 + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
+    np.testing.assert_allclose(plain.loss(batch, noise)[1]["loss/image"].numpy(), unweighted, rtol=1e-5)
+    assert by_hand > unweighted + 1.0  # the weight is felt: 50 moving pixels, each with a squared error
+    assert ModelConfig().foreground_weight == 1.0  # PlaNet's loss by default

@@ -283,3 +283,20 @@ def test_cup_swing_finds_ball_and_cup_by_colour():
     assert share == 0.25 and highest == 29 - 11.0
     share, highest = cup_swing.swing(frames, skip=1)  # the over-the-rim frame left out
     assert share == 0.0 and highest == 29 - 24.5
+
+
+def test_moving_mask_compares_a_strided_background_with_the_full_median(tmp_path):
+    """One pixel of a 10-frame 2x2 episode is lit in frames 0, 2 and 4: the median of all 10 frames is dark, so it
+    moves in those 3 frames; the median of frames 0, 2, 4, 6, 8 is lit, so it moves in the other 7 instead."""
+    moving_mask = _load_research_module("moving_mask")
+    images = np.full((10, 2, 2, 3), 50, np.uint8)
+    images[[0, 2, 4], 1, 0] = (50, 101, 50)  # off by 0.2 in one channel: moving by its largest channel
+    full = moving_mask.moving(images)
+    assert sorted(zip(*np.nonzero(full))) == [(0, 1, 0), (2, 1, 0), (4, 1, 0)]
+    strided = moving_mask.moving(images, stride=2)
+    assert sorted(t for t, _, _ in zip(*np.nonzero(strided))) == [1, 3, 5, 6, 7, 8, 9]
+    np.savez(tmp_path / "episode.npz", image=images, reward=np.zeros(10, np.float32))
+    result = moving_mask.compare(str(tmp_path), chunks=3, length=10, strides=[1, 2])
+    assert result["moving_share"] == 3 / 40
+    assert result["stride1"] == {"recall": 1.0, "precision": 1.0, "differ_share": 0.0}
+    assert result["stride2"] == {"recall": 0.0, "precision": 0.0, "differ_share": 10 / 40}

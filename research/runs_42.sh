@@ -155,7 +155,7 @@ publish)
     result=$out/$lever/results/$task/$seed/result.json
     if [ -f "$result" ]; then cp "$result" "$dest/"; fi
   done
-  if [ -d "$out/$bench" ]; then
+  if [ -d "$out/$bench/results" ]; then  # once a benchmark run has finished
     "$repo/.venv/bin/python" "$repo/bench/publish_suite.py" "$out/$bench" "$repo/bench/results/$bench" \
       --baselines "$repo"/../shared/baselines/dmc_vision-*.json.gz
   fi

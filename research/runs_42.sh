@@ -9,10 +9,10 @@
 #                                        stopped ones resume from checkpoints)
 #   research/runs_42.sh publish OUT      copy each lever run's metrics.jsonl, config.yaml and result.json into
 #                                        bench/results/levers_42/<lever>/<task>/seed<k>/, and the benchmark's
-#                                        finished runs into bench/results/dmc_vision_v2/ (bench/publish_suite.py);
+#                                        finished runs into bench/results/dmc_vision_v<N>/ (bench/publish_suite.py);
 #                                        never checkpoints, episodes or event files
 #
-# OUT holds one suite folder per lever (OUT/<lever>/), the benchmark's (OUT/dmc_vision_v2/) and the code snapshots
+# OUT holds one suite folder per lever (OUT/<lever>/), the benchmark's (OUT/dmc_vision_v<N>/, one per config) and the code snapshots
 # (OUT/src-<commit>/, made by `git archive` on first use). The runs of docs/results.md ("Closing the gap to
 # DreamerV3") used OUT=~/runs/levers. Compare a lever with its reference at the same seeds and steps:
 #
@@ -123,7 +123,7 @@ run)
   queue | while read -r folder snapshot config steps task seed args; do
     # a run published from an earlier machine is finished: a new machine does not run it again
     run=${task//[:-]/_}/seed$seed published=$repo/bench/results/levers_42/$folder/$run/result.json
-    if [ "$folder" = "$bench" ]; then published=$repo/bench/results/$bench/results/$run/result.json; fi
+    case $folder in dmc_vision_v*) published=$repo/bench/results/$folder/results/$run/result.json ;; esac
     if [ -f "$published" ]; then continue; fi
     snapshot=$(git -C "$repo" rev-parse --short=7 "$snapshot")
     src=$out/src-$snapshot
@@ -137,7 +137,7 @@ run)
       config_file=$src/configs/dmc_vision_cpu.yaml
     fi
     extra=(--eval-episodes 10 --compare-episodes 0)  # lever runs: the headline policy's evaluation only
-    if [ "$folder" = "$bench" ]; then extra=(); fi    # the benchmark: as the published runs (every policy)
+    case $folder in dmc_vision_v*) extra=() ;; esac  # a benchmark: as the published runs (every policy)
     for arg in $args; do
       case $arg in --*) extra+=("$arg") ;; *) extra+=(--set "$arg") ;; esac
     done
@@ -149,7 +149,7 @@ publish)
   for run in "$out"/*/runs/*/seed*/; do
     [ -f "$run/metrics.jsonl" ] || continue
     lever=$(basename "$(dirname "$(dirname "$(dirname "$run")")")")
-    [ "$lever" != "$bench" ] || continue
+    case $lever in dmc_vision_v*) continue ;; esac
     task=$(basename "$(dirname "$run")") seed=$(basename "$run")
     dest=$repo/bench/results/levers_42/$lever/$task/$seed
     mkdir -p "$dest"
@@ -157,10 +157,12 @@ publish)
     result=$out/$lever/results/$task/$seed/result.json
     if [ -f "$result" ]; then cp "$result" "$dest/"; fi
   done
-  if [ -d "$out/$bench/results" ]; then  # once a benchmark run has finished
-    "$repo/.venv/bin/python" "$repo/bench/publish_suite.py" "$out/$bench" "$repo/bench/results/$bench" \
+  for suite in "$out"/dmc_vision_v*/; do
+    suite=$(basename "$suite")
+    [ -d "$out/$suite/results" ] || continue  # once one of its runs has finished
+    "$repo/.venv/bin/python" "$repo/bench/publish_suite.py" "$out/$suite" "$repo/bench/results/$suite" \
       --baselines "$repo"/../shared/baselines/dmc_vision-*.json.gz
-  fi
+  done
   ;;
 *) echo "research/runs_42.sh: unknown mode $mode (run or publish)" >&2; exit 2 ;;
 esac

@@ -203,7 +203,7 @@ def find_config_file(path: str | Path) -> Path | Traversable:
     if _probe(given.exists):
         return given
     if bare:
-        names = _cut(", ".join(shipped_configs()) or "none in this installation", 160)
+        names = _cut(", ".join(shipped_configs()) or "none in this installation", 320)
         raise ConfigError(f"config file {path} does not exist and no shipped config is named {path} (shipped: {names})")
     if shipped_config(given.name) is not None:  # `configs/pendulum.yaml` of the docs, outside a checkout
         raise ConfigError(f"config file {path} does not exist; --config {given.name.removesuffix(SHIPPED_SUFFIX)} "

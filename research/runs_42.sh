@@ -12,8 +12,8 @@
 #                                        finished runs into bench/results/dmc_vision_v<N>/ (bench/publish_suite.py);
 #                                        never checkpoints, episodes or event files
 #
-# OUT holds one suite folder per lever (OUT/<lever>/), the benchmark's (OUT/dmc_vision_v<N>/, one per config) and the code snapshots
-# (OUT/src-<commit>/, made by `git archive` on first use). The runs of docs/results.md ("Closing the gap to
+# OUT holds one suite folder per lever (OUT/<lever>/), the benchmark's (OUT/dmc_vision_v<N>/, one per config) and the
+# code snapshots (OUT/src-<commit>/, made by `git archive` on first use). The runs of docs/results.md ("Closing the gap to
 # DreamerV3") used OUT=~/runs/levers. Compare a lever with its reference at the same seeds and steps:
 #
 #   .venv/bin/python bench/lever_table.py bench/results/dmc_vision OUT/<lever> --at 50000
@@ -80,8 +80,8 @@ EOF
   # 500 updates offline on the same episodes (docs/results.md); its targets are the tasks of small moving bodies.
   # Its ball_in_cup seed 0 caught by swinging in 7 of 10 test episodes at 30k when the machine that ran it (and
   # retnorm_v2 cup 0, v2 walker-walk 0's final evaluation) was replaced on 2026-11-28: on the new machine fw10 runs
-  # first, with v2 ball_in_cup seed 1 (its seed-1 reference at 50k) and a dense check on walker-walk (v2 seed 0's
-  # metrics to 100k are published).
+  # first, beside v2 ball_in_cup seed 1 to 50k (its seed-1 reference, below), with a dense check on walker-walk
+  # (v2 seed 0's metrics to 100k are published).
   echo "fw10_v2 $fw v2 50000 dmc:ball_in_cup-catch 0 model.foreground_weight=10"
   echo "fw10_v2 $fw v2 50000 dmc:ball_in_cup-catch 1 model.foreground_weight=10"
   echo "fw10_v2 $fw v2 50000 dmc:reacher-easy 0 model.foreground_weight=10"

@@ -114,6 +114,7 @@ class ModelConfig:
     reward_scale: float = 10.0  # PlaNet's reward_scale
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w
+    foreground_mask: Literal["chunk", "chunk_or_batch"] = "chunk"  # w's pixels: off the chunk's median frame, or also off the batch's
     continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
     overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet for D >= 2; its D = 1 adds nothing)
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
@@ -128,6 +129,11 @@ class ModelConfig:
         checks.positive("model.min_stddev", self.min_stddev)
         checks.positive("model.obs_std", self.obs_std)
         checks.in_range("model.foreground_weight", self.foreground_weight, low=1.0)
+        checks.note("model.foreground_mask", "chunk_or_batch only with model.foreground_weight above 1")
+        if self.foreground_mask != "chunk" and self.foreground_weight == 1.0:
+            raise ConfigError(f"model.foreground_mask={self.foreground_mask} chooses the pixels that "
+                              "model.foreground_weight weights, and it is 1 (no weight); set model.foreground_weight "
+                              "above 1 or leave model.foreground_mask=chunk")
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
             checks.non_negative(f"model.{name}", getattr(self, name))
         checks.non_negative("model.overshooting_distance", self.overshooting_distance)

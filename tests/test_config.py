@@ -157,6 +157,8 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
     (["sac.burn_in=46", "sac.n_step=4"], r"sac.burn_in=46 \+ sac.n_step=4 must be at most data.chunk_length - 1 = 49"),
     (["env.obs=state", "model.augment_shift=4"], "model.augment_shift=4 shifts images, and env.obs=state"),
     (["env.obs=state", "model.foreground_weight=10"], "model.foreground_weight=10.0 weighs moving pixels, and env.obs=state"),
+    (["model.foreground_mask=chunk_or_batch"], "model.foreground_mask=chunk_or_batch chooses the pixels that "
+                                               "model.foreground_weight weights, and it is 1"),
 ])
 def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(overrides, message):
     """Caught when the config is read, before a run directory is written (a run that failed at its first update
@@ -170,6 +172,7 @@ def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(ove
     ["sac.imagination_horizon=15", "sac.real_ratio=0.5"],
     ["model.overshooting_distance=4", "model.overshooting_scale=0.1"],
     ["sac.burn_in=46", "sac.n_step=3"],  # 49 = chunk_length - 1: one start per chunk
+    ["model.foreground_mask=chunk_or_batch", "model.foreground_weight=10"],
 ])
 def test_the_same_keys_in_working_combinations_are_accepted(overrides):
     apply_overrides(load_config(), overrides)

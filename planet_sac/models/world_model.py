@@ -121,8 +121,9 @@ class WorldModel(tf.Module):
         features = self.rssm.features(posts)
 
         weight = None
-        if cfg.foreground_weight != 1.0:  # the moving pixels' squared error times w (model.foreground_weight)
-            weight = 1.0 + (cfg.foreground_weight - 1.0) * tf.cast(moving_pixels(obs), obs.dtype)[..., None]
+        if cfg.foreground_weight != 1.0:  # the foreground's squared error times w (model.foreground_weight, _mask)
+            foreground = tf.cast(foreground_pixels(obs, cfg.foreground_mask), obs.dtype)[..., None]
+            weight = 1.0 + (cfg.foreground_weight - 1.0) * foreground
         recon_loss = tf.reduce_mean(normal_nll(obs, self.decoder(features), len(self.obs_shape), cfg.obs_std, weight))
         reward_mean = tf.squeeze(self.reward(features), -1)
         reward_loss = tf.reduce_mean(normal_nll(batch["reward"], reward_mean, 0))
@@ -240,6 +241,13 @@ def normal_nll(x: tf.Tensor, mean: tf.Tensor, event_dims: int, std: float = 1.0,
 MOVING_THRESHOLD = 0.1  # a pixel moves when a channel leaves the chunk's background by more than this (range 1)
 
 
+def _median(values: tf.Tensor, axis: int) -> tf.Tensor:
+    """The median along `axis` (the mean of the middle two for an even count, as numpy's)."""
+    count = values.shape[axis]
+    ordered = tf.sort(values, axis=axis)
+    return 0.5 * (tf.gather(ordered, (count - 1) // 2, axis=axis) + tf.gather(ordered, count // 2, axis=axis))
+
+
 def moving_pixels(images: tf.Tensor, threshold: float = MOVING_THRESHOLD) -> tf.Tensor:
     """[B, T, H, W] bool: the moving pixels of [B, T, H, W, C] image chunks.
 
@@ -247,10 +255,27 @@ def moving_pixels(images: tf.Tensor, threshold: float = MOVING_THRESHOLD) -> tf.
     median over the T frames (the mean of the middle two for even T, as numpy's), by more than `threshold`,
     in units where the pixel range is 1 (images in [0, 1] or centred in [-0.5, 0.5] alike).
     """
-    length = images.shape[1]
-    ordered = tf.sort(images, axis=1)
-    background = 0.5 * (ordered[:, (length - 1) // 2] + ordered[:, length // 2])
+    background = _median(images, axis=1)
     return tf.reduce_max(tf.abs(images - background[:, None]), axis=-1) > threshold
+
+
+def foreground_pixels(images: tf.Tensor, mask: str = "chunk", threshold: float = MOVING_THRESHOLD) -> tf.Tensor:
+    """[B, T, H, W] bool: the pixels `model.foreground_weight` weights in [B, T, H, W, C] image chunks.
+
+    mask "chunk": the moving pixels (`moving_pixels`). "chunk_or_batch": those, and the pixels off the batch's
+    common background, the per-pixel median over the B chunks of their own backgrounds (their medians over time),
+    by more than `threshold` in some channel: a body that stands still in its episode but elsewhere in each one
+    (reacher's target) is part of its chunk's background, and off the common one wherever it stands in fewer than
+    half of the chunks.
+    """
+    chunk_background = _median(images, axis=1)  # [B, H, W, C]
+    moving = tf.reduce_max(tf.abs(images - chunk_background[:, None]), axis=-1) > threshold
+    if mask == "chunk":
+        return moving
+    if mask != "chunk_or_batch":
+        raise ValueError(f"mask={mask!r}: must be 'chunk' or 'chunk_or_batch'")
+    common = _median(chunk_background, axis=0)  # [H, W, C]
+    return moving | (tf.reduce_max(tf.abs(images - common), axis=-1) > threshold)
 
 
 def random_shift(images: tf.Tensor, shift: tf.Tensor, pad: int) -> tf.Tensor:

@@ -364,6 +364,68 @@ def test_moving_pixels_are_those_off_the_chunks_median_frame():
     np.testing.assert_array_equal(moving_pixels(tf.constant(images - 0.5, tf.float32)).numpy(), by_hand)
 
 
+def _placed_chunks() -> np.ndarray:
+    """[3, 4, 16, 16, 3] uint8 chunks on a grey background: a 2 x 2 red block that stands still in each chunk, at
+    (2, 2) in chunks 0 and 1 and at (10, 10) in chunk 2 (reacher's target, placed anew each episode), and in chunk 0 a
+    white pixel that moves along row 14."""
+    images = np.full((3, 4, 16, 16, 3), 100, np.uint8)
+    images[:2, :, 2:4, 2:4] = (220, 60, 60)
+    images[2, :, 10:12, 10:12] = (220, 60, 60)
+    for t in range(4):
+        images[0, t, 14, 2 + 3 * t] = 250
+    return images
+
+
+def test_foreground_pixels_off_the_batchs_background_add_bodies_placed_anew_each_chunk():
+    """chunk_or_batch: also the pixels off the per-pixel median over the chunks of their median frames (numpy)."""
+    from planet_sac.models.world_model import foreground_pixels
+
+    images = _placed_chunks() / 255.0
+    chunk_background = np.median(images, axis=1)  # [B, H, W, C]
+    moving = (np.abs(images - chunk_background[:, None]) > 0.1).any(-1)
+    common = np.median(chunk_background, axis=0)
+    by_hand = moving | (np.abs(images - common) > 0.1).any(-1)
+    # the moving pixel alone is moving; the block placed at (10, 10) in chunk 2 is off the common background in
+    # every frame; the block at (2, 2) stands in 2 of the 3 chunks, so the common background has it there and it
+    # is foreground only in chunk 2, where it is missing
+    assert moving.sum() == 4
+    assert by_hand[0].sum() == 4 and by_hand[1].sum() == 0 and by_hand[2].sum() == 4 * 8
+    np.testing.assert_array_equal(foreground_pixels(tf.constant(images, tf.float32), "chunk_or_batch").numpy(), by_hand)
+    np.testing.assert_array_equal(foreground_pixels(tf.constant(images, tf.float32), "chunk").numpy(), moving)
+    # two chunks: the common background is the mean of the two (as numpy's median); a faint pixel, 40 levels above
+    # the grey in one chunk, is 20 levels (< 0.1) off that mean in both chunks, and would be off the lower one
+    two = images[1:].copy()
+    two[1, :, 6, 6] = 140 / 255.0
+    two_by_hand = (np.abs(two - np.median(np.median(two, axis=1), axis=0)) > 0.1).any(-1)
+    assert not two_by_hand[:, :, 6, 6].any()
+    np.testing.assert_array_equal(foreground_pixels(tf.constant(two, tf.float32), "chunk_or_batch").numpy(), two_by_hand)
+    with pytest.raises(ValueError, match="mask='batch': must be 'chunk' or 'chunk_or_batch'"):
+        foreground_pixels(tf.constant(images, tf.float32), "batch")
+
+
+def test_foreground_mask_chunk_or_batch_weights_the_placed_bodies_in_the_loss():
+    """model.foreground_mask=chunk_or_batch: the weight w falls on the placed blocks too (numpy mask of the target)."""
+    model = WorldModel(ModelConfig(**TINY_IMAGE, foreground_weight=5.0, foreground_mask="chunk_or_batch"), "image",
+                       (64, 64, 3), 1, seed=2)
+    images = np.full((3, 4, 64, 64, 3), 100, np.uint8)
+    images[:, :, :16, :16] = _placed_chunks()
+    rng = np.random.default_rng(1)
+    batch = tf.nest.map_structure(tf.constant, {
+        "image": images, "action": rng.uniform(-1, 1, (3, 4, 1)).astype(np.float32),
+        "reward": rng.normal(size=(3, 4)).astype(np.float32)})
+    noise = model.sample_noise(tf.random.Generator.from_seed(4), 3, 4)
+    _, metrics, posts = model.loss(batch, noise)
+    target = model.preprocess(batch["image"], noise["image"]).numpy()
+    decoded = model.decoder(model.rssm.features(posts)).numpy()
+    chunk_background = np.median(target, axis=1)
+    placed = ((np.abs(target - chunk_background[:, None]) > 0.1).any(-1, keepdims=True)
+              | (np.abs(target - np.median(chunk_background, axis=0)) > 0.1).any(-1, keepdims=True))
+    assert placed.sum() == 4 + 4 * 8
+    by_hand = (0.5 * np.where(placed, 5.0, 1.0) * (target - decoded) ** 2 + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
+    np.testing.assert_allclose(metrics["loss/image"].numpy(), by_hand, rtol=1e-5)
+    assert ModelConfig().foreground_mask == "chunk"  # the moving pixels alone by default (v3)
+
+
 def test_foreground_weight_multiplies_the_moving_pixels_squared_error():
     """model.foreground_weight=5: the image term is 0.5 * sum w (target - decoded)^2 + const, w = 5 on the pixels
     that move in their chunk (numpy median over time) and 1 elsewhere; computed from the model's parts."""

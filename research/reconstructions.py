@@ -15,6 +15,7 @@ episode over their reconstructions.
 standardised features) from the posterior features of the run's last 45 training episodes to the centroid of the
 frame's bodies (pixels with red > 0.55 and blue < 0.45: the orange and yellow bodies of dm_control's default skin
 on its blue background; frames with fewer than 4 such pixels are left out), scored by R^2 on the held-out episodes.
+`--probe-body target` locates reacher's red target instead (red > 150 and green < 140 in uint8).
 """
 
 from __future__ import annotations
@@ -40,10 +41,14 @@ def reconstruct(world_model, episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return world_model.target_image(tf.constant(episode["image"])).numpy(), prediction
 
 
-def body_centroids(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(centroid [T, 2] in pixels (row, column) of the frames' orange/yellow pixels, which frames have at least 4)."""
+def body_centroids(images: np.ndarray, body: str = "bodies") -> tuple[np.ndarray, np.ndarray]:
+    """(centroid [T, 2] in pixels (row, column) of the frames' orange/yellow pixels (`body` "bodies") or of
+    reacher's red target ("target": red > 150 and green < 140 in uint8), which frames have at least 4)."""
     frames = images.astype(np.float32) / 255.0
-    bodies = (frames[..., 0] > 0.55) & (frames[..., 2] < 0.45)
+    if body == "target":
+        bodies = (images[..., 0] > 150) & (images[..., 1] < 140)
+    else:
+        bodies = (frames[..., 0] > 0.55) & (frames[..., 2] < 0.45)
     rows, columns = np.mgrid[0:frames.shape[1], 0:frames.shape[2]]
     count = bodies.sum((1, 2))
     weight = np.maximum(count, 1)
@@ -51,7 +56,8 @@ def body_centroids(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return centroid, count >= 4
 
 
-def probe(world_model, train_files: list[str], held_out_files: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def probe(world_model, train_files: list[str], held_out_files: list[str],
+          body: str = "bodies") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A ridge regression from posterior features to the bodies' centroid, on held-out frames: (R^2, mean absolute
     error in pixels, the centroid's standard deviation in pixels), each [row, column]."""
     def data(files):
@@ -59,7 +65,7 @@ def probe(world_model, train_files: list[str], held_out_files: list[str]) -> tup
         for path in files:
             episode = dict(np.load(path))
             feature = world_model.rssm.features(episode_posteriors(world_model, episode)).numpy()
-            centroid, seen = body_centroids(episode["image"])
+            centroid, seen = body_centroids(episode["image"], body)
             features.append(feature[seen])
             targets.append(centroid[seen])
         return np.concatenate(features), np.concatenate(targets)
@@ -81,6 +87,8 @@ def main() -> None:
     parser.add_argument("--held-out", help="episode directory to reconstruct (default: each run's test_episodes/)")
     parser.add_argument("--figure")
     parser.add_argument("--probe", action="store_true", help="also the linear probe of the bodies' centroid")
+    parser.add_argument("--probe-body", choices=("bodies", "target"), default="bodies",
+                        help="what the probe locates: the orange/yellow bodies, or reacher's red target")
     args = parser.parse_args()
     strips = []
     for run in args.runs:
@@ -101,8 +109,8 @@ def main() -> None:
               f"background error {float(errors['model/background_error']):.4f} ({len(files)} held-out episodes)")
         if args.probe:
             train = sorted(glob.glob(os.path.join(logdir, "train_episodes", "*.npz")))[-45:]
-            r2, error, spread = probe(agent.world_model, train, files)
-            print(f"{run}: bodies' centroid from the posterior features, held-out R^2 row / column {r2[0]:.3f} / "
+            r2, error, spread = probe(agent.world_model, train, files, args.probe_body)
+            print(f"{run}: {args.probe_body} centroid from the posterior features, held-out R^2 row / column {r2[0]:.3f} / "
                   f"{r2[1]:.3f}, error {error[0]:.2f} / {error[1]:.2f} px (spread {spread[0]:.2f} / {spread[1]:.2f} px)")
         frames = np.linspace(0, len(truth) - 1, 10).astype(int)
         strips.append(np.concatenate([np.concatenate(list(truth[frames]), 1),

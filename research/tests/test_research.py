@@ -300,3 +300,34 @@ def test_moving_mask_compares_a_strided_background_with_the_full_median(tmp_path
     assert result["moving_share"] == 3 / 40
     assert result["stride1"] == {"recall": 1.0, "precision": 1.0, "differ_share": 0.0}
     assert result["stride2"] == {"recall": 0.0, "precision": 0.0, "differ_share": 10 / 40}
+
+
+def test_static_foreground_finds_a_target_placed_anew_in_each_episode(tmp_path):
+    """Episodes with a red block that stands still (elsewhere in each) and a white pixel that moves: the chunk's mask
+    finds the pixel only, the batch's the blocks (and the pixel), counted by hand."""
+    static = _load_research_module("static_foreground")
+    for index, corner in enumerate([(2, 2), (8, 8), (2, 10)]):  # one block per episode, never twice at one place
+        images = np.full((6, 16, 16, 3), 100, np.uint8)
+        images[:, corner[0]:corner[0] + 2, corner[1]:corner[1] + 2] = (220, 60, 60)
+        for t in range(6):
+            images[t, 14, t] = 250
+        np.savez(tmp_path / f"episode{index}.npz", image=images)
+    result = static.measure(str(tmp_path), batches=2, batch_size=3, length=6)
+    pixels = 3 * 6 * 16 * 16  # per batch: 3 whole episodes (length 6 of 6)
+    # chunk: the moving pixel, 6 per episode; batch: also the 4 block pixels in each of the 6 frames of every episode
+    # (the block stands at the common background's place in 1 chunk of 3), and the moving pixel off it too
+    assert result["foreground_share"]["chunk"] == round(3 * 6 / pixels, 4)
+    assert result["foreground_share"]["either"] == round(3 * 6 * (1 + 4) / pixels, 4)
+    assert result["target_recall"] == {"chunk": 0.0, "batch": 1.0, "either": 1.0}
+
+
+def test_reconstructions_probe_locates_reachers_red_target_by_colour():
+    reconstructions = _load_research_module("reconstructions")
+    images = np.full((2, 8, 8, 3), (30, 70, 110), np.uint8)
+    images[0, 1:3, 4:6] = (220, 60, 60)  # the target
+    images[:, 6, 0:4] = (230, 200, 60)  # the yellow arm: a body, not the target
+    centroid, seen = reconstructions.body_centroids(images, "target")
+    np.testing.assert_allclose(centroid[0], [1.5, 4.5])
+    assert seen.tolist() == [True, False]
+    bodies, _ = reconstructions.body_centroids(images, "bodies")
+    np.testing.assert_allclose(bodies[1], [6.0, 1.5])

@@ -331,3 +331,27 @@ def test_reconstructions_probe_locates_reachers_red_target_by_colour():
     assert seen.tolist() == [True, False]
     bodies, _ = reconstructions.body_centroids(images, "bodies")
     np.testing.assert_allclose(bodies[1], [6.0, 1.5])
+
+
+def test_reacher_reach_finds_the_target_and_the_arms_farthest_point_by_colour():
+    """A drawn frame: the target up-left of the centre, a yellow arm from the centre to the right (its tip 10 px
+    away), a pink highlight on the target that must not count as arm; directions and distances by hand."""
+    reach = _load_research_module("reacher_reach")
+    images = np.full((60, 64, 64, 3), (30, 70, 110), np.uint8)
+    images[:, 20:24, 12:16] = (220, 60, 60)  # the target
+    images[:, 21, 13] = (255, 170, 170)  # its highlight
+    images[:, 32, 32:42] = (255, 220, 130)  # the arm, pointing right: farthest pixel (32, 41)
+    images[0, 32, 32:54] = (255, 220, 130)  # stretched out in the first frame: (32, 53)
+    rewards = np.zeros(60)
+    rewards[-3:] = 1.0
+    found = reach.episode_reach(images, rewards)
+    dy, dx = 32 - (16 * 21.5 - 21) / 15, (16 * 13.5 - 13) / 15 - 32  # the block's 15 red pixels (not the highlight)
+    assert found["target_direction"] == round(float(np.degrees(np.arctan2(dy, dx))), 1)  # about 150 degrees
+    assert found["target_distance"] == round(float(np.hypot(dy, dx)), 2)
+    assert found["tip_direction"] == 0.0 and found["reach"] == 9.0 and found["start_reach"] == 21.0
+    assert found["pointing_off"] == round(-found["target_direction"], 1) and found["return"] == 3.0
+    rows = reach.summarise([found, {**found, "target_distance": 5.0, "pointing_off": 4.0, "return": 300.0},
+                            {**found, "target_distance": 6.0, "pointing_off": -30.0, "return": 50.0}], [10.0, 14.0])
+    assert [(row["target_distance"], row["episodes"], row["pointing"], row["scored_over_100"], row["mean_return"])
+            for row in rows] == [("0-10 px", 2, 1, 1, 175.0), ("14-inf px", 1, 0, 0, 3.0)]
+    assert reach.episode_reach(np.full((3, 64, 64, 3), 100, np.uint8), np.zeros(3)) is None  # no target shown

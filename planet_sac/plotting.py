@@ -120,7 +120,10 @@ def _task(logdir: str) -> str | None:
 
 
 def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[str, dict[str, Curve]]:
-    """Draws the curves of `logdirs` into the PNG `out`; returns {run label: read_curves(run)} as drawn (unsmoothed)."""
+    """Draws the curves of `logdirs` into the PNG `out`; returns {run label: read_curves(run)} as drawn (unsmoothed).
+
+    Several runs of one task (their config.yaml's `env.task` and `env.obs`) also get their mean and spread; runs of
+    different tasks are drawn side by side only."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,7 +170,7 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
                 text = " ".join(part for part in ((label if several or policy is None else None), policy) if part)
                 axis.plot(x, y, style, color=color, label=text, markersize=3,
                           linewidth=1 if several else 1.5, alpha=0.55 if several else 1.0)
-            summary = mean_and_std(drawn)
+            summary = mean_and_std(drawn) if len(tasks) <= 1 else None  # no mean across different tasks
             if summary is not None:
                 x, mean, std = summary
                 shade = "black" if len(keys) == 1 else colors[key_index % len(colors)]

@@ -151,3 +151,23 @@ def test_an_old_run_with_only_test_return_is_drawn_as_its_test_policy(tmp_path):
     np.testing.assert_array_equal(curves["test/return/sac"][1], [5.0])
     np.testing.assert_array_equal(curves["test/return"][1], [5.0])
 
+
+
+def test_runs_of_different_tasks_get_no_mean_across_them(tmp_path, monkeypatch):
+    """A mean of one task's return with another's means nothing: two Pendulum runs get theirs, a Pendulum and a
+    cartpole run do not (the labels given to matplotlib)."""
+    import matplotlib.axes
+
+    labels = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, *a, **k: (labels.append(k.get("label")), plot(self, *a, **k))[1])
+    from planet_sac.plotting import plot_runs
+
+    first, second = write_run(tmp_path / "a", RUN_A), write_run(tmp_path / "b", RUN_B)
+    plot_runs([first, second], str(tmp_path / "same.png"))
+    assert "mean of 2 runs" in labels
+    labels.clear()
+    (tmp_path / "b" / "config.yaml").write_text("env:\n  task: dmc:cartpole-swingup\n  obs: image\n")
+    plot_runs([first, second], str(tmp_path / "different.png"))
+    assert not [label for label in labels if label and label.startswith("mean of")]
+    assert any(label and label.startswith("a") for label in labels)  # each run is still drawn

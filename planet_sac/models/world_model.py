@@ -248,6 +248,12 @@ def _median(values: tf.Tensor, axis: int) -> tf.Tensor:
     return 0.5 * (tf.gather(ordered, (count - 1) // 2, axis=axis) + tf.gather(ordered, count // 2, axis=axis))
 
 
+def _off(images: tf.Tensor, background: tf.Tensor, threshold: float) -> tf.Tensor:
+    """[..., H, W] bool: where some channel of `images` [..., H, W, C] is off `background` (broadcast) by more than
+    `threshold`."""
+    return tf.reduce_max(tf.abs(images - background), axis=-1) > threshold
+
+
 def moving_pixels(images: tf.Tensor, threshold: float = MOVING_THRESHOLD) -> tf.Tensor:
     """[B, T, H, W] bool: the moving pixels of [B, T, H, W, C] image chunks.
 
@@ -255,8 +261,7 @@ def moving_pixels(images: tf.Tensor, threshold: float = MOVING_THRESHOLD) -> tf.
     median over the T frames (the mean of the middle two for even T, as numpy's), by more than `threshold`,
     in units where the pixel range is 1 (images in [0, 1] or centred in [-0.5, 0.5] alike).
     """
-    background = _median(images, axis=1)
-    return tf.reduce_max(tf.abs(images - background[:, None]), axis=-1) > threshold
+    return _off(images, _median(images, axis=1)[:, None], threshold)
 
 
 def foreground_pixels(images: tf.Tensor, mask: str = "chunk", threshold: float = MOVING_THRESHOLD) -> tf.Tensor:
@@ -268,14 +273,13 @@ def foreground_pixels(images: tf.Tensor, mask: str = "chunk", threshold: float =
     (reacher's target) is part of its chunk's background, and off the common one wherever it stands in fewer than
     half of the chunks.
     """
+    if mask not in ("chunk", "chunk_or_batch"):
+        raise ValueError(f"mask={mask!r}: must be 'chunk' or 'chunk_or_batch'")
     chunk_background = _median(images, axis=1)  # [B, H, W, C]
-    moving = tf.reduce_max(tf.abs(images - chunk_background[:, None]), axis=-1) > threshold
+    moving = _off(images, chunk_background[:, None], threshold)
     if mask == "chunk":
         return moving
-    if mask != "chunk_or_batch":
-        raise ValueError(f"mask={mask!r}: must be 'chunk' or 'chunk_or_batch'")
-    common = _median(chunk_background, axis=0)  # [H, W, C]
-    return moving | (tf.reduce_max(tf.abs(images - common), axis=-1) > threshold)
+    return moving | _off(images, _median(chunk_background, axis=0), threshold)  # off the [H, W, C] common one
 
 
 def random_shift(images: tf.Tensor, shift: tf.Tensor, pad: int) -> tf.Tensor:

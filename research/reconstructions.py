@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import sys
+from pathlib import Path
 
 import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on)
 
@@ -32,6 +34,9 @@ import tensorflow as tf
 
 from planet_sac.agent import load_agent
 from planet_sac.diagnostics import episode_posteriors, foreground_errors
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from research.reacher_reach import target_mask  # noqa: E402
 
 
 def reconstruct(world_model, episode: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +51,7 @@ def body_centroids(images: np.ndarray, body: str = "bodies") -> tuple[np.ndarray
     reacher's red target ("target": red > 150 and green < 140 in uint8), which frames have at least 4)."""
     frames = images.astype(np.float32) / 255.0
     if body == "target":
-        bodies = (images[..., 0] > 150) & (images[..., 1] < 140)
+        bodies = target_mask(images)
     else:
         bodies = (frames[..., 0] > 0.55) & (frames[..., 2] < 0.45)
     rows, columns = np.mgrid[0:frames.shape[1], 0:frames.shape[2]]

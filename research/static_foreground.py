@@ -22,8 +22,13 @@ import argparse
 import glob
 import json
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from research.reacher_reach import target_mask  # noqa: E402
 
 THRESHOLD = 0.1  # as world_model.MOVING_THRESHOLD, in units where the pixel range is 1
 
@@ -37,11 +42,6 @@ def masks(batch: np.ndarray, threshold: float = THRESHOLD) -> dict[str, np.ndarr
     chunk = np.abs(frames - chunk_background[:, None]).max(axis=-1) > threshold
     common = np.abs(frames - batch_background[None, None]).max(axis=-1) > threshold
     return {"chunk": chunk, "batch": common, "either": chunk | common}
-
-
-def target_pixels(batch: np.ndarray) -> np.ndarray:
-    """[B, T, H, W] bool: the pixels of reacher's target (dm_control's red target material)."""
-    return (batch[..., 0] > 150) & (batch[..., 1] < 140)
 
 
 def measure(folder: str, batches: int, batch_size: int, length: int, seed: int = 0) -> dict:
@@ -61,7 +61,7 @@ def measure(folder: str, batches: int, batch_size: int, length: int, seed: int =
             start = rng.integers(0, len(images) - length + 1)
             chunks.append(images[start:start + length])
         batch = np.stack(chunks)
-        target = target_pixels(batch)
+        target = target_mask(batch)
         for name, mask in masks(batch).items():
             shares[name].append(float(mask.mean()))
             found[name][0] += int((mask & target).sum())

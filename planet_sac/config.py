@@ -241,6 +241,8 @@ class SACConfig:
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
     test_action: Literal["mode", "sample"] = "mode"  # the head's test-phase action: its mode (SAC, DrQ-v2, CURL) or a sample (DreamerV3)
+    actor_grad: Literal["critic", "dynamics"] = "critic"  # the actor follows min Q at batch states (SAC), or the imagined lambda-return through the model (Dreamer)
+    return_lambda: float = 0.95  # lambda of the imagined returns with actor_grad: dynamics (Dreamer's 0.95)
 
     def validate(self, checks: Checks | None = None) -> None:
         """Raises ConfigError (one line) for a value out of range; see Config.validate."""
@@ -256,8 +258,8 @@ class SACConfig:
         checks.positive("sac.n_step", self.n_step)
         checks.non_negative("sac.burn_in", self.burn_in)
         checks.non_negative("sac.imagination_horizon", self.imagination_horizon)
-        checks.note("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1")
-        if self.imagination_horizon and self.real_ratio == 1.0:
+        checks.note("sac.imagination_horizon", "> 0 only with sac.real_ratio < 1 or sac.actor_grad: dynamics")
+        if self.imagination_horizon and self.real_ratio == 1.0 and self.actor_grad == "critic":
             raise ConfigError(f"sac.imagination_horizon={self.imagination_horizon} imagines rollouts that "
                               "sac.real_ratio=1.0 never uses (every SAC batch comes from real chunks); set "
                               "sac.real_ratio below 1 (e.g. 0.5) or sac.imagination_horizon=0")
@@ -273,6 +275,15 @@ class SACConfig:
                 f"sac.real_ratio={self.real_ratio} mixes in imagined transitions, which need "
                 f"sac.imagination_horizon >= sac.n_step={self.n_step} (it is {self.imagination_horizon})"
             )
+        checks.note("sac.actor_grad", "dynamics needs sac.imagination_horizon > 0")
+        if self.actor_grad == "dynamics" and not self.imagination_horizon:
+            raise ConfigError("sac.actor_grad=dynamics differentiates imagined rollouts of sac.imagination_horizon steps, "
+                              "which is 0; set it (Dreamer: 15)")
+        checks.in_range("sac.return_lambda", self.return_lambda, low=0.0, high=1.0)
+        checks.note("sac.return_lambda", "only with sac.actor_grad: dynamics")
+        if self.return_lambda != 0.95 and self.actor_grad != "dynamics":
+            raise ConfigError(f"sac.return_lambda={self.return_lambda} weighs the imagined returns of "
+                              "sac.actor_grad=dynamics, which is off; set sac.actor_grad=dynamics or drop the key")
         checks.in_range("sac.discount", self.discount, low=0.0, high=1.0)
         checks.in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
         checks.non_negative("sac.exploration_noise", self.exploration_noise)

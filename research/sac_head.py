@@ -186,6 +186,7 @@ def main() -> None:
     parser.add_argument("--planned", nargs="*", default=[], metavar="OVERRIDES",
                         help="extra CEM evaluations, each with comma-separated cem.* overrides")
     parser.add_argument("--drift", metavar="OTHER_LOGDIR", help="also measure feature and Q drift against this run's model")
+    parser.add_argument("--head-only", action="store_true", help="evaluate only the head at the end (no sac_guided_cem)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-run", metavar="DIR", help="write the world model and the trained head as a run directory")
     parser.add_argument("--json", required=True)
@@ -237,8 +238,9 @@ def main() -> None:
     if args.save_run:
         save_run(args.save_run, config, agent, step)
     trained_head = result["curve"][-1]["sac"] if result["curve"] else None  # --rounds 0: the head as loaded
-    result["final"] = {"sac": trained_head or evaluate(agent, env, "sac", args.episodes, config.sac.discount),
-                       "sac_guided_cem": evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)}
+    result["final"] = {"sac": trained_head or evaluate(agent, env, "sac", args.episodes, config.sac.discount)}
+    if not args.head_only:
+        result["final"]["sac_guided_cem"] = evaluate(agent, env, "sac_guided_cem", args.episodes, config.sac.discount)
     if args.cem:
         result["final"]["cem"] = evaluate(agent, env, "cem", args.episodes, config.sac.discount)
     for policy, variants in (("sac_guided_cem", args.guided), ("cem", args.planned)):

@@ -177,7 +177,7 @@ class SAC(tf.Module):
 
     def update(self, features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, discount: tf.Tensor,
                next_features: tf.Tensor, rng: tf.random.Generator, steps: int = 1,
-               real_size: int | None = None) -> Dict[str, tf.Tensor]:
+               real_size: int | None = None, train_actor: bool = True) -> Dict[str, tf.Tensor]:
         """One SAC update on a batch of (`steps`-step) transitions; returns scalar metrics.
 
         The critic, actor and temperature losses are computed from the same parameters and
@@ -186,7 +186,8 @@ class SAC(tf.Module):
         `sac/update_finite` is then 0.
 
         `real_size`: the batch's first `real_size` transitions are real, the rest imagined (None:
-        all real). The metrics (keys: `metric_names`) are batch means, plus per half the mean
+        all real). `train_actor=False` (`sac.actor_grad: dynamics`, whose actor learns elsewhere):
+        the actor loss is computed for the temperature's log-probabilities and the metric, not applied. The metrics (keys: `metric_names`) are batch means, plus per half the mean
         n-step `reward`, the first critic's `q` and the critic `target`; `sac/std` is the mean
         standard deviation of the actor's Gaussian, `sac/std_at_floor` the share of its
         dimensions clipped at `sac.min_std`.
@@ -199,9 +200,13 @@ class SAC(tf.Module):
             critic_loss = 0.5 * tf.reduce_mean(tf.square(q1 - target)) + 0.5 * tf.reduce_mean(tf.square(q2 - target))
         critic_grads = tape.gradient(critic_loss, self.critic_variables)
 
-        with tf.GradientTape() as tape:
+        if train_actor:
+            with tf.GradientTape() as tape:
+                actor_loss, log_prob = self.actor_loss(features, rng.normal(tf.shape(action)))
+            actor_grads = tape.gradient(actor_loss, self.actor.trainable_variables)
+        else:
             actor_loss, log_prob = self.actor_loss(features, rng.normal(tf.shape(action)))
-        actor_grads = tape.gradient(actor_loss, self.actor.trainable_variables)
+            actor_grads = []
 
         with tf.GradientTape() as tape:
             alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
@@ -210,11 +215,12 @@ class SAC(tf.Module):
 
         finite = tf.reduce_all([tf.math.is_finite(value) for value in (
             critic_loss, actor_loss, alpha_loss, tf.linalg.global_norm(critic_grads),
-            tf.linalg.global_norm(actor_grads), tf.linalg.global_norm(alpha_grads))])
+            tf.linalg.global_norm(actor_grads) if actor_grads else tf.constant(0.0), tf.linalg.global_norm(alpha_grads))])
 
         def apply() -> tf.Tensor:
             self.critic_optimizer.apply(critic_grads)
-            self.actor_optimizer.apply(actor_grads)
+            if actor_grads:
+                self.actor_optimizer.apply(actor_grads)
             self.alpha_optimizer.apply(alpha_grads)
             if self.config.min_alpha > 0:  # a projection: the temperature can rise again from the floor at once
                 self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))

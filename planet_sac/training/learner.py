@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from planet_sac.compiled import compiled_method
 from planet_sac.config import Config, ConfigError, SACConfig
+from planet_sac.control.dynamics_actor import METRICS as DYNAMICS_METRICS, dynamics_actor_update
 from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
 from planet_sac.diagnostics import foreground_errors
@@ -229,7 +230,7 @@ class Learner(tf.Module):
         (NaN/inf) must not reach the SAC head either: then all are skipped.
         """
         updates = self.config.sac.updates_per_step
-        skipped = {key: tf.constant(float("nan")) for key in SAC.metric_names(*sac_batch_split(self.config.sac))}
+        skipped = {key: tf.constant(float("nan")) for key in sac_metric_names(self.config.sac)}
         skipped.update({"sac/update_finite": tf.constant(0.0), "sac/skipped_updates": tf.constant(float(updates))})
         return tf.cond(world_model_finite,
                        lambda: actor_critic_updates(self.world_model, self.sac, chunks["features"], chunks, self.rng),
@@ -248,6 +249,9 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
     and split among them, so no imagined transition is used twice (see `imagination_pool`).
     The updates run in one in-graph loop (`tf.while_loop`, traced once whatever their number);
     their metrics are the means over the loop, `sac/skipped_updates` the count of skipped ones.
+    With `sac.actor_grad: dynamics` the loop trains the critics and the temperature only, and the
+    actor then takes one step through the model from every posterior state (`dynamics_actor_update`,
+    as Dreamer's actor does once per model update); `sac/actor_loss` is then that step's.
     The learner calls this after every world-model update; `head_round` on a frozen model.
     """
     cfg = sac.config
@@ -268,14 +272,25 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
             parts.append(real.gather(rng.uniform([real_take], 0, count, dtype=tf.int64)))
         if imagined_take:
             parts.append(Transitions(*(field[i] for field in imagined)))
-        metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n, real_size=real_take)
+        metrics = sac.update(*Transitions.concat(parts), rng=rng, steps=n, real_size=real_take,
+                             train_actor=not dynamics)
         return i + 1, {key: sums[key] + metrics[key] for key in sums}
 
+    dynamics = cfg.actor_grad == "dynamics"
     sums = {key: tf.constant(0.0) for key in SAC.metric_names(real_take, imagined_take)}
     # One iteration at a time: each update reads the weights the previous one wrote.
     _, sums = tf.while_loop(lambda i, _: i < updates, body, (tf.constant(0), sums), parallel_iterations=1)
     metrics = {key: value / updates for key, value in sums.items()}
-    return dict(metrics, **{"sac/skipped_updates": updates - sums["sac/update_finite"]})
+    metrics["sac/skipped_updates"] = updates - sums["sac/update_finite"]
+    if dynamics:
+        metrics.update(dynamics_actor_update(world_model, sac, features, rng))
+    return metrics
+
+
+def sac_metric_names(config: SACConfig) -> tuple[str, ...]:
+    """The keys `actor_critic_updates` returns besides `sac/skipped_updates`."""
+    names = SAC.metric_names(*sac_batch_split(config))
+    return names + (DYNAMICS_METRICS if config.actor_grad == "dynamics" else ())
 
 
 def sac_batch_split(config: SACConfig) -> tuple[int, int]:

@@ -49,8 +49,9 @@ def lambda_returns(reward: tf.Tensor, value: tf.Tensor, continuation: tf.Tensor,
 
 
 def dynamics_actor_loss(world_model: WorldModel, sac: SAC, features: tf.Tensor, horizon: int, lambda_: float,
-                        rng: tf.random.Generator) -> tuple[tf.Tensor, tf.Tensor]:
-    """The loss above and the mean return G, from rollouts of `horizon` steps started at `features` [N, F].
+                        rng: tf.random.Generator) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The loss above, the mean return G and the actions' log-probabilities [N, H + 1], from rollouts of `horizon`
+    steps started at `features` [N, F].
 
     Differentiable with respect to the actor's variables (through the rollout); the start
     features are not differentiated.
@@ -60,11 +61,11 @@ def dynamics_actor_loss(world_model: WorldModel, sac: SAC, features: tf.Tensor, 
     size = tf.shape(features)[0]
     state = {"deter": features[:, :rssm.deter_size], "stoch": features[:, rssm.deter_size:]}
     alpha = tf.stop_gradient(sac.alpha)
-    entropy_bonus, values, rewards, continuations = [], [], [], []
+    log_probs, values, rewards, continuations = [], [], [], []
     for _ in range(horizon + 1):
         action, log_prob = sac.sample(features, rng.normal([size, sac.action_size]))
         values.append(sac.q_value(features, action) - alpha * log_prob)
-        entropy_bonus.append(-alpha * log_prob)
+        log_probs.append(log_prob)
         if len(rewards) == horizon:
             break
         state = rssm.img_step(state, action, rng.normal([size, rssm.stoch_size]))
@@ -72,18 +73,21 @@ def dynamics_actor_loss(world_model: WorldModel, sac: SAC, features: tf.Tensor, 
         features = rssm.features(state)
         rewards.append(tf.cast(world_model.predict_reward(state), tf.float32))
         continuations.append(tf.cast(world_model.predict_continuation(state), tf.float32))
-    reward = tf.stack(entropy_bonus[:horizon], 1) + tf.stack(rewards, 1)
+    log_prob = tf.stack(log_probs, 1)
+    reward = -alpha * log_prob[:, :horizon] + tf.stack(rewards, 1)
     continuation = tf.stack(continuations, 1)
     returns = lambda_returns(reward, tf.stack(values, 1), continuation, sac.config.discount, lambda_)
     weight = tf.stop_gradient(tf.math.cumprod(sac.config.discount * continuation, axis=1, exclusive=True))
     loss = -tf.reduce_mean(weight * returns) / tf.stop_gradient(sac.return_scale())
-    return loss, tf.reduce_mean(returns)
+    return loss, tf.reduce_mean(returns), log_prob
 
 
 def dynamics_actor_update(world_model: WorldModel, sac: SAC, features: tf.Tensor,
                           rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
     """One actor step on `dynamics_actor_loss` from the posterior features [B, T, F] (every state starts a
-    rollout of `sac.imagination_horizon` steps, as Dreamer starts one from every state of its batch).
+    rollout of `sac.imagination_horizon` steps, as Dreamer starts one from every state of its batch), and one
+    step of SAC's temperature on the rollouts' log-probabilities: the temperature moves at the actor's pace
+    (stepped by each of the SAC loop's 40 critic updates it ran away while the actor took one step).
 
     Skipped (no optimizer step) when the loss or its gradient is not finite. Returns `sac/actor_loss`,
     and the `METRICS`: the mean return G and whether the step was applied.
@@ -91,12 +95,16 @@ def dynamics_actor_update(world_model: WorldModel, sac: SAC, features: tf.Tensor
     cfg = sac.config
     starts = tf.reshape(features, [-1, features.shape[-1]])
     with tf.GradientTape() as tape:
-        loss, mean_return = dynamics_actor_loss(world_model, sac, starts, cfg.imagination_horizon, cfg.return_lambda, rng)
+        loss, mean_return, log_prob = dynamics_actor_loss(world_model, sac, starts, cfg.imagination_horizon,
+                                                          cfg.return_lambda, rng)
     grads = tape.gradient(loss, sac.actor.trainable_variables)
-    finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(tf.linalg.global_norm(grads)))
+    _, alpha_grads = sac.temperature_gradients(log_prob)
+    finite = tf.reduce_all([tf.math.is_finite(value) for value in (
+        loss, tf.linalg.global_norm(grads), tf.linalg.global_norm(alpha_grads))])
 
     def apply() -> tf.Tensor:
         sac.actor_optimizer.apply(grads)
+        sac.apply_temperature(alpha_grads)
         return tf.constant(1.0)
 
     applied = tf.cond(finite, apply, lambda: tf.constant(0.0))

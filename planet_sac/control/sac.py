@@ -186,8 +186,8 @@ class SAC(tf.Module):
         `sac/update_finite` is then 0.
 
         `real_size`: the batch's first `real_size` transitions are real, the rest imagined (None:
-        all real). `train_actor=False` (`sac.actor_grad: dynamics`, whose actor learns elsewhere):
-        the actor loss is computed for the temperature's log-probabilities and the metric, not applied. The metrics (keys: `metric_names`) are batch means, plus per half the mean
+        all real). `train_actor=False` (`sac.actor_grad: dynamics`, whose actor and temperature learn
+        elsewhere, at the actor's pace): the critics only; the actor loss is computed for the metric. The metrics (keys: `metric_names`) are batch means, plus per half the mean
         n-step `reward`, the first critic's `q` and the critic `target`; `sac/std` is the mean
         standard deviation of the actor's Gaussian, `sac/std_at_floor` the share of its
         dimensions clipped at `sac.min_std`.
@@ -208,22 +208,18 @@ class SAC(tf.Module):
             actor_loss, log_prob = self.actor_loss(features, rng.normal(tf.shape(action)))
             actor_grads = []
 
-        with tf.GradientTape() as tape:
-            alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
+        alpha_loss, alpha_grads = self.temperature_gradients(log_prob)
         _, log_std = self._distribution(features)
-        alpha_grads = tape.gradient(alpha_loss, [self.log_alpha])
 
         finite = tf.reduce_all([tf.math.is_finite(value) for value in (
             critic_loss, actor_loss, alpha_loss, tf.linalg.global_norm(critic_grads),
-            tf.linalg.global_norm(actor_grads) if actor_grads else tf.constant(0.0), tf.linalg.global_norm(alpha_grads))])
+            tf.linalg.global_norm(alpha_grads), *([tf.linalg.global_norm(actor_grads)] if train_actor else []))])
 
         def apply() -> tf.Tensor:
             self.critic_optimizer.apply(critic_grads)
-            if actor_grads:
+            if train_actor:
                 self.actor_optimizer.apply(actor_grads)
-            self.alpha_optimizer.apply(alpha_grads)
-            if self.config.min_alpha > 0:  # a projection: the temperature can rise again from the floor at once
-                self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))
+                self.apply_temperature(alpha_grads)
             if self.config.return_normalization:
                 self._track_returns(target)
             self.soft_update_targets(self.config.tau)
@@ -244,6 +240,19 @@ class SAC(tf.Module):
                                 f"sac/{half}/q": tf.reduce_mean(q1[part]),
                                 f"sac/{half}/target": tf.reduce_mean(target[part])})
         return metrics
+
+    def temperature_gradients(self, log_prob: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """SAC's temperature loss -mean(log alpha * (log pi + target entropy)) for the actor's log-probabilities, and its
+        gradient."""
+        with tf.GradientTape() as tape:
+            loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
+        return loss, tape.gradient(loss, [self.log_alpha])
+
+    def apply_temperature(self, grads: list[tf.Tensor]) -> None:
+        """One step of the temperature, then its floor `sac.min_alpha` (a projection: it can rise again at once)."""
+        self.alpha_optimizer.apply(grads)
+        if self.config.min_alpha > 0:
+            self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))
 
     def soft_update_targets(self, tau: float) -> None:
         """target <- (1 - tau) * target + tau * online."""

@@ -59,7 +59,7 @@ def test_the_loss_is_the_weighted_soft_return_of_the_rollout(smoke_config):
     gamma = 0.8
     config, model, sac = build(smoke_config, ["sac.return_lambda=1.0", f"sac.discount={gamma}"])
     features = tf.random.stateless_normal([6, model.rssm.feature_size], [1, 2])
-    loss, _ = dynamics_actor_loss(model, sac, features, 2, 1.0, tf.random.Generator.from_seed(5))
+    loss, _, _ = dynamics_actor_loss(model, sac, features, 2, 1.0, tf.random.Generator.from_seed(5))
     rng = tf.random.Generator.from_seed(5)  # the same draws, in the same order
     alpha = float(sac.alpha)
     state = {"deter": features[:, :model.rssm.deter_size], "stoch": features[:, model.rssm.deter_size:]}
@@ -99,7 +99,7 @@ def test_a_dynamics_step_moves_the_actor_only_and_raises_the_imagined_return(smo
     assert any(not np.allclose(a, b.numpy()) for a, b in zip(before_actor, sac.actor.trainable_variables))
     after = others()
     for name, value in before_others.items():
-        if "sac_actor" not in name:  # the actor's Adam slots move with it
+        if "sac_actor" not in name and "alpha" not in name:  # the actor's Adam slots and the temperature move
             np.testing.assert_array_equal(after[name], value, err_msg=name)
 
 
@@ -117,7 +117,18 @@ def test_the_sac_loop_leaves_the_actor_to_the_dynamics_step(smoke_config):
     for before, v in zip(actor, sac.actor.trainable_variables):
         np.testing.assert_array_equal(before, v.numpy())
     assert any(not np.allclose(b, v.numpy()) for b, v in zip(critic, sac.critic_variables))
-    assert float(sac.log_alpha) != alpha
+    assert float(sac.log_alpha) == alpha  # the temperature moves with the actor, in the dynamics step
+
+
+def test_the_temperature_steps_with_the_actor_towards_the_target_entropy(smoke_config):
+    """One dynamics step moves log alpha by Adam's first step, -lr * sign(gradient), the gradient being
+    -(mean log pi + target entropy) over the rollouts' actions: down when the entropy is above the target."""
+    for target, direction in ((-50.0, -1.0), (50.0, 1.0)):
+        config, model, sac = build(smoke_config, [f"sac.target_entropy={target}", "sac.alpha_lr=0.001"])
+        before = float(sac.log_alpha)
+        features = tf.random.stateless_normal([2, 8, model.rssm.feature_size], [4, 2])
+        dynamics_actor_update(model, sac, features, tf.random.Generator.from_seed(0))
+        np.testing.assert_allclose(float(sac.log_alpha) - before, direction * 0.001, rtol=1e-3)
 
 
 def test_a_learner_update_with_the_dynamics_actor(smoke_config):

@@ -241,7 +241,7 @@ class SACConfig:
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
     test_action: Literal["mode", "sample"] = "mode"  # the head's test-phase action: its mode (SAC, DrQ-v2, CURL) or a sample (DreamerV3)
-    actor_grad: Literal["critic", "dynamics"] = "critic"  # the actor follows min Q at batch states (SAC), or the imagined lambda-return through the model (Dreamer)
+    actor_grad: Literal["critic", "dynamics"] = "critic"  # actor follows min Q (SAC) or the imagined return through the model (Dreamer)
     return_lambda: float = 0.95  # lambda of the imagined returns with actor_grad: dynamics (Dreamer's 0.95)
 
     def validate(self, checks: Checks | None = None) -> None:

@@ -61,7 +61,10 @@ def dynamics_actor_loss(world_model: WorldModel, sac: SAC, features: tf.Tensor, 
     size = tf.shape(features)[0]
     state = {"deter": features[:, :rssm.deter_size], "stoch": features[:, rssm.deter_size:]}
     alpha = tf.stop_gradient(sac.alpha)
-    log_probs, values, rewards, continuations = [], [], [], []
+    log_probs: list[tf.Tensor] = []
+    values: list[tf.Tensor] = []
+    rewards: list[tf.Tensor] = []
+    continuations: list[tf.Tensor] = []
     for _ in range(horizon + 1):
         action, log_prob = sac.sample(features, rng.normal([size, sac.action_size]))
         values.append(sac.q_value(features, action) - alpha * log_prob)

@@ -41,7 +41,8 @@ import tensorflow as tf
 
 from planet_sac.compiled import compiled_method
 from planet_sac.config import Config, ConfigError, SACConfig
-from planet_sac.control.dynamics_actor import METRICS as DYNAMICS_METRICS, dynamics_actor_update
+from planet_sac.control.dynamics_actor import METRICS as DYNAMICS_METRICS
+from planet_sac.control.dynamics_actor import dynamics_actor_update
 from planet_sac.control.sac import SAC
 from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
 from planet_sac.diagnostics import foreground_errors

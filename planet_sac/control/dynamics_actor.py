@@ -89,8 +89,8 @@ def dynamics_actor_update(world_model: WorldModel, sac: SAC, features: tf.Tensor
                           rng: tf.random.Generator) -> Dict[str, tf.Tensor]:
     """One actor step on `dynamics_actor_loss` from the posterior features [B, T, F] (every state starts a
     rollout of `sac.imagination_horizon` steps, as Dreamer starts one from every state of its batch), and one
-    step of SAC's temperature on the rollouts' log-probabilities: the temperature moves at the actor's pace
-    (stepped by each of the SAC loop's 40 critic updates it ran away while the actor took one step).
+    step of SAC's temperature on the rollouts' log-probabilities, so the temperature moves at the actor's pace
+    (docs/results.md, lever `dynamics`, measures why).
 
     Skipped (no optimizer step) when the loss or its gradient is not finite. Returns `sac/actor_loss`,
     and the `METRICS`: the mean return G and whether the step was applied.

@@ -250,9 +250,9 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
     and split among them, so no imagined transition is used twice (see `imagination_pool`).
     The updates run in one in-graph loop (`tf.while_loop`, traced once whatever their number);
     their metrics are the means over the loop, `sac/skipped_updates` the count of skipped ones.
-    With `sac.actor_grad: dynamics` the loop trains the critics and the temperature only, and the
-    actor then takes one step through the model from every posterior state (`dynamics_actor_update`,
-    as Dreamer's actor does once per model update); `sac/actor_loss` is then that step's.
+    With `sac.actor_grad: dynamics` the loop trains the critics only, and the actor and the temperature
+    then take one step through the model from every posterior state (`dynamics_actor_update`, as
+    Dreamer's actor does once per model update); `sac/actor_loss` is then that step's.
     The learner calls this after every world-model update; `head_round` on a frozen model.
     """
     cfg = sac.config
@@ -263,6 +263,7 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
                             batch["discount"][:, cfg.burn_in:], n, cfg.discount)
     count = real.features.shape[0]
     real_take, imagined_take = sac_batch_split(cfg)
+    dynamics = cfg.actor_grad == "dynamics"  # then the loop leaves the actor and temperature to dynamics_actor_update
     if imagined_take:  # [updates, imagined_take, ...]: update i takes slice i
         pool = imagination_pool(world_model, sac, features, updates * imagined_take, rng)
         imagined = Transitions(*(tf.reshape(field, [updates, imagined_take, *field.shape[1:]]) for field in pool))
@@ -277,7 +278,6 @@ def actor_critic_updates(world_model: WorldModel, sac: SAC, features: tf.Tensor,
                              train_actor=not dynamics)
         return i + 1, {key: sums[key] + metrics[key] for key in sums}
 
-    dynamics = cfg.actor_grad == "dynamics"
     sums = {key: tf.constant(0.0) for key in SAC.metric_names(real_take, imagined_take)}
     # One iteration at a time: each update reads the weights the previous one wrote.
     _, sums = tf.while_loop(lambda i, _: i < updates, body, (tf.constant(0), sums), parallel_iterations=1)

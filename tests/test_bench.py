@@ -12,6 +12,7 @@ from tests.conftest import BFLOAT16_HIDDEN
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_bench_writes_every_documented_key(tmp_path, capsys):
     """`planet-sac bench` in this process (the command line's entry point runs in other tests' subprocesses)."""
     from planet_sac.cli import main

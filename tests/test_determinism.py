@@ -41,6 +41,7 @@ def _train(logdir: Path, seed: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_same_seed_same_run_other_seed_other_run(tmp_path):
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
         _train(tmp_path / name, seed=seed)

@@ -419,6 +419,7 @@ def test_several_action_repeats_follow_one_flag(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
     """Episode k of every policy is seeded with seed + k, as `planet-sac evaluate --seed`: the suite's published
     comparisons start where an evaluation of the same seed does (it used to seed only the first reset)."""

@@ -406,6 +406,7 @@ def test_xla_policy_computes_what_the_graph_policy_computes():
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_stream():
     """`policy.jit_compile` reaches the policy: XLA's random stream differs from the graph's for the same seed
     (TensorFlow's stateful generator compiles differently), a seed still fixes it, and it is uniform in [-1, 1]."""

@@ -70,6 +70,7 @@ def mirrored(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_two_replicas_make_the_update_of_one_device(mirrored):
     """World model, its Adam slots, the SAC head (actor, critics, targets, alpha, their slots), counters and rng."""
     assert int(mirrored["replicas"]) == 2
@@ -86,6 +87,8 @@ def test_two_replicas_make_the_update_of_one_device(mirrored):
     assert bool(mirrored["replicas_agree"])  # every replica holds the same values, bit for bit
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_batch_that_does_not_split_over_the_replicas_is_a_clear_error(mirrored):
     message = str(mirrored["odd_batch_error"])
     assert "data.batch_size=5" in message and "2 replicas" in message and "multiple of 2" in message

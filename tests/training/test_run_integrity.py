@@ -332,6 +332,7 @@ def fill(path: str, leave_kb: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_full_disk_is_reported_as_such_and_the_run_resumes_once_space_is_freed(tmp_path, monkeypatch, capsys):
     """The run (ckpt-10) trains to 20 (an episode written on the nearly full disk) and fails saving ckpt-20; once
     space is freed it resumes from ckpt-10."""
@@ -449,6 +450,7 @@ def test_an_interrupted_video_leaves_no_file_and_a_finished_one_is_whole(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_evaluating_several_policies_builds_once_and_gives_each_policys_own_result(run, monkeypatch):
     from planet_sac.acting import evaluation
 
@@ -543,7 +545,7 @@ def _copy_an_episode(logdir) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stopped", ["between_checkpoints", "before_the_first_update"])
+@pytest.mark.parametrize("stopped", [pytest.param("between_checkpoints", marks=pytest.mark.e2e), "before_the_first_update"])
 def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collection_redone(tmp_path, stopped):
     """A run killed after a collection but before the next checkpoint redoes the collection as the uninterrupted run
     did it: the episode on disk moves to train_episodes/interrupted/ (kept, never read), and the run ends with the
@@ -575,6 +577,7 @@ def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collectio
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_resume(tmp_path):
     """Two environments: one finished its episode (saved at once) before the kill, the other did not. The resumed
     run sets the finished one aside and redoes the whole collection, ending with an uninterrupted run's 6 episodes,
@@ -636,6 +639,7 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_resumed_run_still_collects_on_top_of_episodes_that_were_there_before_it(tmp_path):
     """Episodes a user put into train_episodes before the run started are not collections the run skips."""
     logdir = tmp_path / "run"

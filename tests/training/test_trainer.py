@@ -119,19 +119,21 @@ def test_close_closes_the_environments_and_releases_the_lock_once(smoke_config, 
 
 
 @pytest.mark.slow
-def test_training_a_finished_run_again_returns_what_its_last_call_returned(smoke_config, tmp_path):
+def test_training_a_finished_run_again_returns_what_its_last_call_returned(smoke_run_copy, smoke_config, tmp_path):
     """A script run twice (README): the second `train` trains nothing and returns what the first returned (the final
-    test phase's record here), not the open-loop video's record, the run's last of the train phase."""
+    test phase's record here, as metrics.jsonl holds it), not the open-loop video's record, the run's last of the
+    train phase. The first call is the session's smoke run (conftest.smoke_run, 20 updates, a video every 10)."""
     import json
 
+    from planet_sac.training.run_dir import resolve_run_config
     from planet_sac.training.trainer import train
 
-    first = train(smoke_config, str(tmp_path / "run"), progress=False)  # 20 updates; a video every 10
-    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
-    last_train = [record for record in map(json.loads, lines) if record["phase"] == "train"][-1]
+    records = [json.loads(line) for line in open(os.path.join(smoke_run_copy, "metrics.jsonl"))]
+    last_train = [record for record in records if record["phase"] == "train"][-1]
     assert "model/open_loop_mse" in last_train and last_train["step"] == 20  # logged after the update's record
-    again = train(smoke_config, str(tmp_path / "run"), progress=False)
-    assert again == first and again["step"] == 20 and again["phase"] == "test" and "test/return" in again
+    final_test = [record for record in records if record["phase"] == "test"][-1]
+    again = train(resolve_run_config(smoke_run_copy), smoke_run_copy, progress=False)
+    assert again == final_test and again["step"] == 20 and "test/return" in again
     # offline (no test phases), as README's snippet trains: its last update's record, with the losses
     offline = apply_overrides(smoke_config, ["env.action_repeat=1"])
     first = train(offline, str(tmp_path / "offline"), offline_data=str(DATA / "pendulum_state"), train_steps=10,

@@ -105,6 +105,10 @@ EOF
   for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1" "dmc:finger-spin 0" "dmc:walker-walk 0"; do
     echo "fgbatch_v3 $fg v3 50000 $entry model.foreground_mask=chunk_or_batch"
   done
+  # Four v3 runs start at 50k from the fw10_v2 runs (2026-11-28, 15:20: `cp -a` of fw10_v2/runs/<task>/seed<k> into
+  # dmc_vision_v3/runs/): reacher-easy 0 and 1, ball_in_cup 1, walker-walk 0. Same config.yaml, and ball_in_cup
+  # seed 0's v3 run wrote the same 50 metrics records to 50k as its fw10_v2 run (wall clock aside), so the suite's
+  # resume to 100k is the never-stopped v3 run; it saves four runs' first halves.
   for task in $six; do echo "$bench3 $v3 v3 100000 $task 0"; done
   echo "untuned_v3 $v3 v3 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
   echo "untuned_v3 $v3 v3 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"

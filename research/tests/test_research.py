@@ -107,7 +107,8 @@ def test_training_hours_add_catch_up_rounds_only_to_runs_collecting_with_the_hea
 
 
 def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
-    """--save-run: the saved run holds the run's world model unchanged and the head as trained (not as loaded)."""
+    """--save-run: the saved run holds the run's world model unchanged and the head as trained (not as loaded);
+    --head-only: the final evaluation is the head's alone."""
     import tensorflow as tf
 
     from planet_sac.checkpoints import resolve
@@ -117,9 +118,11 @@ def test_sac_head_lab_saves_the_trained_head_over_the_frozen_model(tmp_path):
     logdir, saved = str(tmp_path / "run"), str(tmp_path / "saved")
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", logdir, "--train-steps", "5", "--quiet"]) == 0
     run = subprocess.run([sys.executable, str(ROOT / "research" / "sac_head.py"), "--logdir", logdir, "--keep-head",
-                          "--rounds", "3", "--episodes", "1", "--save-run", saved, "--json", str(tmp_path / "head.json")],
+                          "--rounds", "3", "--episodes", "1", "--save-run", saved, "--head-only",
+                          "--json", str(tmp_path / "head.json")],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
+    assert set(json.loads((tmp_path / "head.json").read_text())["final"]) == {"sac"}
     original, trained = tf.train.load_checkpoint(resolve(logdir)), tf.train.load_checkpoint(resolve(saved))
     names = [name for name in trained.get_variable_to_shape_map() if name.startswith("variables/")]
     model = [name for name in names if name.startswith("variables/world_model/")]

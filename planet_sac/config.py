@@ -237,6 +237,8 @@ class SACConfig:
     catchup_rounds: int = 0  # 0 = off; else SAC-only rounds on the frozen model before each test phase and SAC-collected episode
     action_bounds: Literal["tanh", "invert_gradients"] = "tanh"  # squash actions, or invert gradients at the bounds
     exploration_noise: float = 0.0  # train phase: N(0, this) added to the actor's sample, clipped (Dreamer's expl_amount 0.3); 0 = off
+    exploration_steps: int = 0  # env steps over which that noise goes linearly to sac.exploration_final (DrQ-v2's linear schedule); 0 = constant
+    exploration_final: float = 0.0  # the noise from sac.exploration_steps on (DrQ-v2: linear(1.0, 0.1, 100000 agent steps))
     min_std: float = math.exp(-5.0)  # floor of the actor's std before the squash (DreamerV2/V3: 0.1)
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
@@ -287,12 +289,30 @@ class SACConfig:
         checks.in_range("sac.discount", self.discount, low=0.0, high=1.0)
         checks.in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
         checks.non_negative("sac.exploration_noise", self.exploration_noise)
+        checks.non_negative("sac.exploration_steps", self.exploration_steps)
+        checks.non_negative("sac.exploration_final", self.exploration_final)
+        checks.note("sac.exploration_steps", "> 0 only with sac.exploration_noise > 0")
+        if self.exploration_steps and not self.exploration_noise:
+            raise ConfigError(f"sac.exploration_steps={self.exploration_steps} schedules sac.exploration_noise, which "
+                              "is 0 (off); set sac.exploration_noise (the noise at env step 0, DrQ-v2: 1.0)")
+        checks.note("sac.exploration_final", "only with sac.exploration_steps > 0")
+        if self.exploration_final and not self.exploration_steps:
+            raise ConfigError(f"sac.exploration_final={self.exploration_final} is the end of a schedule that "
+                              "sac.exploration_steps=0 turns off; set sac.exploration_steps or drop the key")
         checks.in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
         checks.non_negative("sac.min_alpha", self.min_alpha)
         checks.note("sac.min_alpha", "at most sac.init_alpha")
         if self.min_alpha > self.init_alpha:
             raise ConfigError(f"sac.min_alpha={self.min_alpha} is above sac.init_alpha={self.init_alpha}: the temperature "
                               "would start below its floor; lower sac.min_alpha or raise sac.init_alpha")
+
+    def exploration_at(self, env_steps: int) -> float:
+        """The train phase's noise on the head's actions after `env_steps` env steps: `exploration_noise`, or with
+        `exploration_steps` DrQ-v2's linear schedule from it to `exploration_final` (reached, and kept, there)."""
+        if not self.exploration_steps:
+            return self.exploration_noise
+        mix = min(1.0, max(0.0, env_steps / self.exploration_steps))
+        return (1.0 - mix) * self.exploration_noise + mix * self.exploration_final
 
 
 @dataclasses.dataclass

@@ -221,3 +221,23 @@ def test_config_modules_do_not_import_tensorflow():
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_heads_exploration_schedule_is_drqv2s_linear_one_by_hand():
+    """linear(1.0, 0.1, 100000): 1.0 at 0, 0.55 halfway, 0.1 at and after 100,000 env steps; constant without steps."""
+    from planet_sac.config import SACConfig
+
+    schedule = SACConfig(exploration_noise=1.0, exploration_final=0.1, exploration_steps=100_000)
+    for env_steps, expected in ((0, 1.0), (50_000, 0.55), (100_000, 0.1), (300_000, 0.1)):
+        assert schedule.exploration_at(env_steps) == pytest.approx(expected, abs=1e-12)
+    assert SACConfig(exploration_noise=0.3).exploration_at(77_000) == 0.3
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["sac.exploration_steps=1000"], "sac.exploration_steps=1000 schedules sac.exploration_noise, which is 0"),
+    (["sac.exploration_noise=1.0", "sac.exploration_final=0.1"], "sac.exploration_final=0.1 is the end of a schedule"),
+    (["sac.exploration_noise=1.0", "sac.exploration_steps=-5"], "sac.exploration_steps"),
+])
+def test_the_exploration_schedule_keys_are_checked(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(load_config(CONFIGS / "smoke.yaml"), overrides)

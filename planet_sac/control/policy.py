@@ -39,6 +39,10 @@ class Policy(tf.Module):
         self.rng = tf.random.Generator.from_seed(seed)
         self.phase_policy = tf.Variable([POLICIES.index(train), POLICIES.index(test)], trainable=False,
                                         dtype=tf.int32, name="policy/phase_policy")
+        # The train phase's N(0, this) on the head's actions, read when `sac.exploration_noise` > 0 (its schedule sets
+        # it before each collection); not checkpointed: a function of the run's env steps.
+        self.sac_exploration = tf.Variable(sac.config.exploration_noise, trainable=False, dtype=tf.float32,
+                                           name="policy/sac_exploration")
         self.traces = 0
         rssm = world_model.rssm
         latent_spec = {key: tf.TensorSpec([None, size], tf.float32) for key, size in
@@ -62,6 +66,11 @@ class Policy(tf.Module):
                 if name not in POLICIES:
                     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
                 self.phase_policy[index].assign(POLICIES.index(name))
+
+    def set_sac_exploration(self, noise: float) -> None:
+        """The std of the train phase's noise on the head's actions (`SACConfig.exploration_at`); no retracing.
+        Has an effect only where `sac.exploration_noise` > 0, which puts the noise into the traced function."""
+        self.sac_exploration.assign(noise)
 
     def initial_state(self, batch_size: int) -> PolicyState:
         action_size, horizon = self.world_model.action_size, self.cem_config.horizon
@@ -101,7 +110,7 @@ class Policy(tf.Module):
             deterministic = tf.logical_not(training) if self.sac.config.test_action == "mode" else False
             action = self.sac.act(features, self.rng.normal([batch, action_size]), deterministic)
             if self.sac.config.exploration_noise:  # read at trace time: when off, no extra draw from the stream
-                scale = self.sac.config.exploration_noise * explore_scale
+                scale = self.sac_exploration * explore_scale
                 action = tf.clip_by_value(action + scale * self.rng.normal(tf.shape(action)), -1.0, 1.0)
             return action, previous_plan
 

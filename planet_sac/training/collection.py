@@ -123,12 +123,14 @@ class Collection:
         """`count` episodes (default one per training environment) with `policy` (default `policy.train`) acting in
         the train phase, saved to `train_folder`; returns their summaries (`Actor.run`).
 
-        They are the `TRAIN_STREAM`'s episodes from `counters.train_episodes` on; afterwards
+        The head's exploration noise is `sac.exploration_at` the run's env steps before them (a schedule steps per
+        collection). They are the `TRAIN_STREAM`'s episodes from `counters.train_episodes` on; afterwards
         `counters.train_episodes` has grown by their number and `counters.env_steps` by their lengths times
         `env.action_repeat`. The policy's train phase is `policy.train` again afterwards, also on an error.
         """
         envs = self.envs.train_envs()
         self.policy.set_policies(train=policy or self.config.policy.train)
+        self.policy.set_sac_exploration(self.config.sac.exploration_at(int(self.counters.env_steps.numpy())))
         try:
             count = count or envs.num_envs
             episodes = Actor(envs, self.policy, TRAIN, self.train_folder).run(

@@ -165,3 +165,21 @@ def test_random_acts_uniformly_in_both_phases(phase, act):
     np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05)
     np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02)  # U(-1, 1), no noise added on top
     assert action.min() >= -1.0 and action.max() <= 1.0
+
+
+def test_the_heads_exploration_noise_follows_its_variable_without_retracing(act, policies):
+    """A policy traced with sac.exploration_noise=0.5, set to 0 (a schedule's end): the train phase acts with the
+    actor's sample alone (eps = (atanh(a) - mu) / sigma has std 1, against about 1.4 with the noise); set to 0.5
+    again, the spread is back. The module's fixture checks that each policy traced once."""
+    policy = policies(0.3, 0.5)
+    policy.set_sac_exploration(0.0)
+    try:
+        action, latent, sac = act("sac", TRAIN, 0.3, sac_noise=0.5)
+    finally:
+        policy.set_sac_exploration(0.5)
+    mean, log_std = ref.actor(sac, ref.features(latent))
+    assert np.abs(action).max() < 0.999  # no clipping at the bounds: the sample alone
+    eps = (np.arctanh(action.astype(np.float64)) - mean) / np.exp(log_std)
+    np.testing.assert_allclose(eps.std(0), 1.0, atol=0.04)
+    action, _, _ = act("sac", TRAIN, 0.3, sac_noise=0.5)
+    assert np.mean(np.abs(action) == 1.0) > 0.05  # 0.5 on top of the sample reaches the bounds

@@ -31,6 +31,10 @@ class ScriptedPolicy:
         self.fail = fail
         self.acted_in: set[str] = set()
         self.train_policy = "cem"
+        self.sac_exploration: list[float] = []  # what each collection set the head's exploration noise to
+
+    def set_sac_exploration(self, noise: float) -> None:
+        self.sac_exploration.append(noise)
 
     def set_policies(self, train: str | None = None, test: str | None = None) -> None:
         self.train_policy = train or self.train_policy
@@ -199,3 +203,21 @@ def test_run_environments_are_made_once_with_the_worker_seeds_and_closed(smoke_c
     finally:
         envs.close()
     assert envs.made() == []
+
+
+def test_train_episodes_set_the_heads_exploration_noise_from_the_runs_env_steps(smoke_config, tmp_path):
+    """DrQ-v2's linear schedule (sac.exploration_noise 1.0 to sac.exploration_final 0.1 over 100,000 env steps), by
+    hand: at 25,000 env steps 1.0 - 0.25 x 0.9 = 0.775; past 100,000 it stays 0.1. Without a schedule: the constant."""
+    schedule = ["sac.exploration_noise=1.0", "sac.exploration_final=0.1", "sac.exploration_steps=100000"]
+    for settings, env_steps, expected in ((schedule, 25_000, 0.775), (schedule, 150_000, 0.1),
+                                          (["sac.exploration_noise=0.3"], 25_000, 0.3)):
+        config = apply_overrides(smoke_config, [*SHORT, *settings])
+        counters = Counters()
+        counters.env_steps.assign(env_steps)
+        policy = ScriptedPolicy()
+        collection, envs = collection_for(config, tmp_path / str(env_steps) / str(len(settings)), policy, counters)
+        try:
+            collection.train_episodes("sac", 1)
+        finally:
+            envs.close()
+        assert policy.sac_exploration == [pytest.approx(expected, abs=1e-12)]

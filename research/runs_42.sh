@@ -112,6 +112,15 @@ EOF
   for task in $six; do echo "$bench3 $v3 v3 100000 $task 0"; done
   echo "untuned_v3 $v3 v3 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
   echo "untuned_v3 $v3 v3 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
+  # `explsched` (2026-11-28, snapshot 06cd135: v3 plus DrQ-v2's exploration schedule on the head's actions): the
+  # fw10_v2 reacher runs' training episodes reached a far target (14 px or more from the shoulder) in 0 and 2 of 22
+  # and 25 (research/reacher_reach.py), so the head's data never show the reach that CEM finds on the same model.
+  # Targets reacher and ball_in_cup, walker-walk the dense check; compared with the v3 runs at 50k, same seeds.
+  local ex=06cd135
+  for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1" "dmc:ball_in_cup-catch 0" "dmc:ball_in_cup-catch 1" \
+               "dmc:walker-walk 0"; do
+    echo "explsched_v3 $ex v3 50000 $entry sac.exploration_noise=1.0 sac.exploration_final=0.1 sac.exploration_steps=100000"
+  done
   for seed in 1 2 3 4; do for task in $six; do echo "$bench3 $v3 v3 100000 $task $seed"; done; done
   # v2 ball_in_cup seed 1 ran to 50k beside the first fw10 runs (their seed-1 reference) and was stopped there for
   # reacher's second seed; its checkpoint resumes it here

@@ -109,9 +109,6 @@ EOF
   # dmc_vision_v3/runs/): reacher-easy 0 and 1, ball_in_cup 1, walker-walk 0. Same config.yaml, and ball_in_cup
   # seed 0's v3 run wrote the same 50 metrics records to 50k as its fw10_v2 run (wall clock aside), so the suite's
   # resume to 100k is the never-stopped v3 run; it saves four runs' first halves.
-  for task in $six; do echo "$bench3 $v3 v3 100000 $task 0"; done
-  echo "untuned_v3 $v3 v3 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
-  echo "untuned_v3 $v3 v3 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
   # `explsched` (2026-11-28, snapshot 06cd135: v3 plus DrQ-v2's exploration schedule on the head's actions): the
   # fw10_v2 reacher runs' training episodes reached a far target (14 px or more from the shoulder) in 0 and 2 of 22
   # and 25 (research/reacher_reach.py), so the head's data never show the reach that CEM finds on the same model.
@@ -121,6 +118,12 @@ EOF
                "dmc:walker-walk 0"; do
     echo "explsched_v3 $ex v3 50000 $entry sac.exploration_noise=1.0 sac.exploration_final=0.1 sac.exploration_steps=100000"
   done
+  # A new machine (2026-11-28, 18:10) lost the four v3 runs copied at 50k and finger-spin 0's final evaluation: the
+  # explsched runs go first, since keeping the lever would restart the benchmark as v4 (their references are the
+  # published fw10_v2 runs at 50k, bench/results/levers_42/fw10_v2/).
+  for task in $six; do echo "$bench3 $v3 v3 100000 $task 0"; done
+  echo "untuned_v3 $v3 v3 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
+  echo "untuned_v3 $v3 v3 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
   for seed in 1 2 3 4; do for task in $six; do echo "$bench3 $v3 v3 100000 $task $seed"; done; done
   # v2 ball_in_cup seed 1 ran to 50k beside the first fw10 runs (their seed-1 reference) and was stopped there for
   # reacher's second seed; its checkpoint resumes it here

@@ -119,6 +119,13 @@ EOF
                "dmc:ball_in_cup-catch 1"; do
     echo "explsched_v3 $ex v3 50000 $entry sac.exploration_noise=1.0 sac.exploration_final=0.1 sac.exploration_steps=100000"
   done
+  # `expl03_v3` (2026-11-28 evening): explsched raised reacher on both seeds and ball_in_cup seed 0, but walker-walk
+  # seed 0, the dense check, fell (test 280 at 50k against 424; its training returns halved under noise 0.55-1.0).
+  # Dreamer's constant 0.3 (v2's `expl03`, measured on finger and ball_in_cup only) asks whether milder noise keeps
+  # reacher's gain without walker's loss; against the same fw10_v2 references.
+  for entry in "dmc:reacher-easy 0" "dmc:walker-walk 0" "dmc:reacher-easy 1"; do
+    echo "expl03_v3 $v3 v3 50000 $entry sac.exploration_noise=0.3"
+  done
   # `sac20` (2026-11-28): the 45-minute goal. The 40 SAC updates are 40% of a v3 update (docs/performance.md); half
   # of them would bring a run near 47 minutes alone. A learning lever too (10 -> 40 moved cheetah 215 -> 380 in #28),
   # so it is judged by return per minute of updates: finger-spin and ball_in_cup seed 0 (the v3 runs' 50k points)

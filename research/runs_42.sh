@@ -134,8 +134,8 @@ EOF
     echo "sac20_v3 $v3 v3 50000 $entry sac.updates_per_step=20"
   done
   # A new machine (2026-11-28, 18:10) lost the four v3 runs copied at 50k and finger-spin 0's final evaluation: the
-  # explsched runs go first, since keeping the lever would restart the benchmark as v4 (their references are the
-  # published fw10_v2 runs at 50k, bench/results/levers_42/fw10_v2/).
+  # lever runs above go first, since a lever kept would restart the benchmark as v4 (their references are the
+  # published fw10_v2 and v3 runs at 50k, bench/results/levers_42/fw10_v2/ and bench/results/dmc_vision_v3/).
   for task in $six; do echo "$bench3 $v3 v3 100000 $task 0"; done
   echo "untuned_v3 $v3 v3 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
   echo "untuned_v3 $v3 v3 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"

@@ -124,19 +124,22 @@ class Collection:
         the train phase, saved to `train_folder`; returns their summaries (`Actor.run`).
 
         The head's exploration noise is `sac.exploration_at` the run's env steps before them (a schedule steps per
-        collection). They are the `TRAIN_STREAM`'s episodes from `counters.train_episodes` on; afterwards
+        collection); each summary holds it as `sac_exploration`. They are the `TRAIN_STREAM`'s episodes from `counters.train_episodes` on; afterwards
         `counters.train_episodes` has grown by their number and `counters.env_steps` by their lengths times
         `env.action_repeat`. The policy's train phase is `policy.train` again afterwards, also on an error.
         """
         envs = self.envs.train_envs()
         self.policy.set_policies(train=policy or self.config.policy.train)
-        self.policy.set_sac_exploration(self.config.sac.exploration_at(int(self.counters.env_steps.numpy())))
+        sac_exploration = self.config.sac.exploration_at(int(self.counters.env_steps.numpy()))
+        self.policy.set_sac_exploration(sac_exploration)
         try:
             count = count or envs.num_envs
             episodes = Actor(envs, self.policy, TRAIN, self.train_folder).run(
                 count, seeds=self.reset_seeds(TRAIN_STREAM, int(self.counters.train_episodes.numpy()), count))
         finally:
             self.policy.set_policies(train=self.config.policy.train)
+        for episode in episodes:
+            episode["sac_exploration"] = sac_exploration
         self.counters.train_episodes.assign_add(len(episodes))
         self.counters.env_steps.assign_add(untracked(sum(episode["length"] for episode in episodes) * self.config.env.action_repeat,
                                                      np.int64))

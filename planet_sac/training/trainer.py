@@ -263,6 +263,8 @@ class Trainer:
         values["train/return"] = float(np.mean([episode["return"] for episode in episodes]))
         values[f"train/return/{collector}"] = values["train/return"]
         values["train/episode_length"] = float(np.mean([episode["length"] for episode in episodes]))
+        if collector == "sac" and self.config.sac.exploration_noise:  # the noise the head acted with (DrQ-v2 logs its std)
+            values["train/sac_exploration"] = float(episodes[0]["sac_exploration"])
         log.info("step %d: episode %d (%s) return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
                  collector, values["train/return"], int(self.counters.env_steps.numpy()))
         return values

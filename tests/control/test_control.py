@@ -26,9 +26,10 @@ def tiny_agent(action_size=2, **sac_options):
 # ----------------------------------------------------------------------------- CEM
 
 def test_cem_finds_the_known_optimum_of_a_toy_return():
-    """Return = -||a - target||^2 summed over the horizon: the optimum is the target sequence."""
+    """Return = -||a - target||^2 summed over the horizon: the optimum is the target sequence, and the action
+    executed is its first step (PlaNet), not another."""
     model, _ = tiny_agent(action_size=2)
-    target = tf.constant([0.6, -0.3])
+    target = np.array([[0.6, -0.3], [-0.5, 0.2], [0.1, 0.7]], np.float32)  # [H, A], a different action per step
     config = CEMConfig(horizon=3, candidates=200, iterations=6, top_k=20)
 
     def toy_score(state, actions, noise):
@@ -37,12 +38,18 @@ def test_cem_finds_the_known_optimum_of_a_toy_return():
     state = model.rssm.initial(3)  # three environments planned in one call
     rng = tf.random.Generator.from_seed(0)
     one_iteration = cem.plan(model, state, CEMConfig(horizon=3, candidates=200, iterations=1, top_k=20), rng, score=toy_score)
-    action = cem.plan(model, state, config, rng, score=toy_score)
-    assert action.shape == (3, 2)
-    np.testing.assert_allclose(action.numpy(), np.tile(target, (3, 1)), atol=0.05)
-    # More iterations improve the planned return.
-    assert np.all(toy_score(None, tf.tile(action[:, None], [1, 3, 1]), None) >
-                  toy_score(None, tf.tile(one_iteration[:, None], [1, 3, 1]), None))
+    action, plan = cem.search(model, state, config, rng, score=toy_score)
+    assert action.shape == (3, 2) and plan.shape == (3, 3, 2)
+    np.testing.assert_allclose(action.numpy(), np.tile(target[0], (3, 1)), atol=0.05)
+    np.testing.assert_allclose(plan.numpy(), np.tile(target, (3, 1, 1)), atol=0.05)
+    # More iterations improve the first action's part of the return.
+    first_step_error = lambda a: np.sum(np.square(a - target[0]), -1)  # noqa: E731
+    assert np.all(first_step_error(action.numpy()) < first_step_error(one_iteration.numpy()))
+
+
+def test_shift_plan_moves_the_plan_one_step_earlier_and_ends_it_with_a_zero_action():
+    plan = tf.constant([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]])  # [B=1, H=3, A=2]
+    np.testing.assert_array_equal(cem.shift_plan(plan).numpy(), [[[3.0, 4.0], [5.0, 6.0], [0.0, 0.0]]])
 
 
 def test_cem_respects_action_bounds():

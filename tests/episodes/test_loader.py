@@ -161,6 +161,21 @@ def test_recent_and_cache_proportions(tmp_path):
     assert replay.stats["scans"] >= 4
 
 
+def test_a_pass_is_all_recent_while_the_cache_is_empty_then_half_of_every_rounded_up(tmp_path):
+    for tag in range(7):
+        put(tmp_path, tag)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=5, every=5, seed=0)
+    iterator = replay.iter_with_info()
+    first = take(iterator, 5)  # no cache yet: a whole pass of 5 different recent episodes of the 7
+    assert [info.source for _, info in first] == ["recent"] * 5
+    assert len({tag_of(chunk) for chunk, _ in first}) == 5
+    for tag in range(10, 16):
+        put(tmp_path, tag)
+    second = take(iterator, 5)  # a cache of 7: ceil(5 / 2) = 3 of the 6 new episodes, then 2 from the cache
+    assert sorted(info.source for _, info in second) == ["cache"] * 2 + ["recent"] * 3
+    assert {tag_of(chunk) for chunk, info in second if info.source == "recent"} <= set(range(10, 16))
+
+
 def test_max_episodes_drops_the_oldest(tmp_path):
     for tag in range(3):
         put(tmp_path, tag)

@@ -49,6 +49,20 @@ def test_preprocess_is_planets_5_bit_dequantised_and_centred():
         model.preprocess(image)  # acting and training must both dequantise, so no path may forget the noise
 
 
+def test_decode_and_target_image_are_in_the_pixels_0_to_1_range():
+    """The decoder predicts centred images (preprocess's -0.5); `decode` shifts them back and clips to [0, 1], the
+    range of `target_image`, each uint8 pixel's 5-bit bin centre: (floor(x / 8) + 0.5) / 32."""
+    model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4), "image", (64, 64, 3), 1)
+    np.testing.assert_allclose(model.target_image(tf.constant([[0, 7, 8, 255]], tf.uint8)).numpy(),
+                               [[0.5 / 32, 0.5 / 32, 1.5 / 32, 31.5 / 32]], rtol=0, atol=1e-7)
+    state = model.rssm.initial(2)
+    for variable in model.decoder.variables:  # outputs spread beyond [-0.5, 0.5], so the clip shows
+        variable.assign(tf.random.stateless_normal(variable.shape, [0, 1], stddev=0.2))
+    centred = model.decoder(model.rssm.features(state)).numpy()
+    assert centred.min() < -0.5 and centred.max() > 0.5 and np.mean(np.abs(centred) < 0.5) > 0.1
+    np.testing.assert_allclose(model.decode(state).numpy(), np.clip(centred + 0.5, 0.0, 1.0), rtol=0, atol=1e-6)
+
+
 def test_observation_noise_is_one_uniform_bin():
     model = WorldModel(ModelConfig(deter_size=8, stoch_size=4, hidden_size=8, cnn_depth=4), "image", (64, 64, 3), 1)
     image = tf.zeros([2, 64, 64, 3], tf.uint8)

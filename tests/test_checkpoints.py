@@ -55,6 +55,48 @@ def test_filtered_restore_restores_exactly_the_matched_variables(tmp_path):
     assert "restored 1 variables" in report.summary()
 
 
+def test_patterns_match_from_the_start_of_a_name_as_planets_re_match(tmp_path):
+    """An exclude pattern removes only the names that begin with it (`re.match`, as PlaNet's saver); the report's
+    `skipped` are the checkpoint's other variables."""
+    saved(tmp_path, scale=5.0)
+    fresh = Net(scale=0.0)
+    report = restore_filtered(named_variables([fresh]), str(tmp_path / "run"), include=["world_model/"],
+                              exclude=["rssm/"])
+    assert report.restored == ["world_model/encoder/kernel", "world_model/rssm/bias"]
+    np.testing.assert_array_equal(fresh.bias.numpy(), 5.0)
+    assert report.skipped == ["optimizer/world_model/m/world_model/encoder/kernel", "sac/actor/kernel"]
+    assert report.untouched == ["optimizer/world_model/m/world_model/encoder/kernel", "sac/actor/kernel"]
+
+
+def test_no_include_pattern_restores_everything_but_never_what_belongs_to_the_run(tmp_path):
+    saved(tmp_path, scale=5.0)
+    fresh = Net(scale=0.0)
+    variables = named_variables([fresh])
+    report = restore_filtered(variables, str(tmp_path / "run"), include=[], never=["sac/"])
+    assert sorted(report.restored) == ["optimizer/world_model/m/world_model/encoder/kernel",
+                                       "world_model/encoder/kernel", "world_model/rssm/bias"]
+    np.testing.assert_array_equal(fresh.slot.numpy(), 5.0)
+    np.testing.assert_array_equal(fresh.actor.numpy(), 0.0)  # `never`, whatever the user's patterns
+    with pytest.raises(CheckpointError, match="--include sac/ selects only what belongs to a run"):
+        restore_filtered(variables, str(tmp_path / "run"), include=["sac/"], never=["sac/"])
+
+
+def test_resume_needs_every_variable_of_the_run_but_the_optional_ones(tmp_path):
+    """A checkpoint written by another model is refused before anything is assigned; a variable named optional
+    (one that checkpoints written before it existed lack) keeps its value."""
+    directory = str(tmp_path / "checkpoints")
+    Checkpointer(directory, named_variables([Net(1.0)])).save(1)
+    restored, counter = Net(0.0), tf.Variable(3.0, name="counter")
+    variables = named_variables([restored], extra={"run_state/counter": counter})
+    with pytest.raises(CheckpointError, match="1 variables of this run are not in the checkpoints of .*"
+                                              "'run_state/counter'.*use a new logdir"):
+        Checkpointer(directory, variables).restore_latest()
+    np.testing.assert_array_equal(restored.kernel.numpy(), 0.0)
+    assert Checkpointer(directory, variables, optional=["run_state/counter"]).restore_latest().endswith("ckpt-1")
+    np.testing.assert_array_equal(restored.kernel.numpy(), 1.0)
+    assert counter.numpy() == 3.0
+
+
 def test_include_matching_nothing_is_rejected(tmp_path):
     saved(tmp_path)
     with pytest.raises(CheckpointError, match="--include 'policy/' matches no variable"):

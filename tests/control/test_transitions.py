@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from planet_sac.config import SACConfig
 from planet_sac.control.sac import SAC
-from planet_sac.control.transitions import imagined_transitions, n_step_returns, real_transitions
+from planet_sac.control.transitions import imagine, imagined_transitions, n_step_returns, real_transitions
 from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
 
 
@@ -102,3 +102,12 @@ def test_imagined_rollout_returns_follow_the_model_and_the_actor():
     np.testing.assert_allclose(out.next_features.numpy(), expected_next, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(out.action.numpy(), expected_action, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(out.discount.numpy(), np.ones(size * (horizon + 1 - n)))
+
+    # The rollout itself, aligned: index 0 is the start with a zero action, reward 0 and discount 1.
+    rolled = imagine(model, actor, start, horizon, tf.random.Generator.from_seed(7))
+    np.testing.assert_allclose(rolled[0].numpy(), np.stack(features, 1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(rolled[1].numpy(), np.concatenate([np.zeros((size, 1, 1)), np.stack(actions, 1)], 1),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rolled[2].numpy(), np.concatenate([np.zeros((size, 1)), np.stack(rewards, 1)], 1),
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(rolled[3].numpy(), np.ones((size, horizon + 1)))

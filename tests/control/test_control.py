@@ -368,6 +368,38 @@ def test_known_optimum_agent_is_what_it_claims():
     assert plain[0] < plain[1] < plain[2] and guided[0] > guided[1] > guided[2]
 
 
+def test_the_policy_filters_with_the_action_it_took():
+    """The posterior at step 2 is the numpy RSSM's from step 1's sample under step 1's action (the mean and the
+    deterministic state, which no noise enters), and the state handed back carries that action."""
+    model, sac = tiny_agent(action_size=2)
+    for variable in model.rssm.variables:  # a prior that depends on the action
+        variable.assign(tf.random.stateless_normal(variable.shape, [2, 3], stddev=0.5))
+    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2), train="random", test="sac")
+    obs = tf.random.stateless_normal([3, 3], [4, 5])
+    action, state = policy.act(obs, policy.initial_state(3), "train")
+    np.testing.assert_array_equal(state[1].numpy(), action.numpy())
+    latent = {key: value.numpy() for key, value in state[0].items()}
+    _, (after, *_) = policy.act(obs, state, "train")
+    prior = ref.img_step(model.rssm, latent["stoch"], latent["deter"], action.numpy(), np.zeros([3, TINY.stoch_size]))
+    hidden = ref.dense(np.concatenate([prior["deter"], model.embed(obs).numpy()], -1), model.rssm.posterior_hidden, ref.relu)
+    mean, _, _ = ref.gaussian(ref.dense(hidden, model.rssm.posterior_out), np.zeros([3, TINY.stoch_size]),
+                              model.rssm.min_stddev)
+    np.testing.assert_allclose(after["deter"].numpy(), prior["deter"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(after["mean"].numpy(), mean, rtol=1e-5, atol=1e-5)
+
+
+def test_guided_cem_draws_its_guide_fraction_of_the_population_from_the_actor():
+    """With the whole population drawn from the actor's mode (guide_fraction 1, actor_std 0), every candidate is
+    the actor's constant action, so the plan is that action whatever the critic prefers (-1 here)."""
+    model, sac = known_optimum_agent()
+    zero(sac.actor)
+    sac.actor.out.bias[0].assign(math.atanh(-0.3))  # the actor's mode: tanh(atanh(-0.3)) in every state
+    config = dataclasses.replace(BRANCH_CEM, guide_fraction=1.0, actor_std=0.0)
+    policy = Policy(model, sac, config, train="sac_guided_cem", test="sac_guided_cem")
+    action, _ = policy.act(tf.zeros([2, 3]), policy.initial_state(2), "test")
+    np.testing.assert_allclose(action.numpy(), -0.3, rtol=0, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_cem_plans_and_guided_cem_follows_the_critic():
     """The CEM branch returns the planned action and the SAC-guided CEM branch follows the critic.

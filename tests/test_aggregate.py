@@ -61,3 +61,10 @@ def test_interval_is_the_central_percentile_interval():
     assert aggregate.stratified_bootstrap({"t": [0.0, 0.0, 30.0]}, aggregate.pooled_mean, reps=20_000)[1:] == (0.0, 30.0)
     assert aggregate.stratified_bootstrap({"t": [0.0, 0.0, 30.0]}, aggregate.pooled_mean, reps=20_000,
                                           confidence=0.8)[1:] == (0.0, 20.0)
+
+
+def test_the_point_estimate_is_the_statistic_of_the_runs_themselves_not_of_the_resamples():
+    """IQM of [1, 2, 4, ..., 64, 1000]: cut 2 of the 8 at each end, (4 + 8 + 16 + 32) / 4 = 15 (the resampled
+    IQMs' median is 16 here)."""
+    value, low, high = aggregate.stratified_bootstrap({"t": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 1000.0]}, reps=2000)
+    assert value == 15.0 and low < value < high

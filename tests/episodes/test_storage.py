@@ -109,6 +109,14 @@ def test_save_refuses_bad_episode_and_writes_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_save_refuses_an_object_array_under_any_key_and_writes_nothing(tmp_path):
+    episode = make_episode()
+    info = np.empty(len(episode["action"]), dtype=object)  # np.savez would pickle it; loading refuses pickles
+    with pytest.raises(BadEpisodeError, match="object arrays are not allowed: key 'info'"):
+        save_episode(str(tmp_path), {**episode, "info": info})
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("key", ["allow_pickle", "file"])
 def test_save_refuses_keys_np_savez_would_take_as_its_arguments(tmp_path, key):
     # np.savez_compressed(file, allow_pickle=..., **arrays): an 'allow_pickle' array used to be dropped from
@@ -237,7 +245,8 @@ def test_wrong_dtype(tmp_path, key, value, detail):
 
 @pytest.mark.parametrize(
     "key, shape",
-    [("image", (21, 8, 8)), ("image", (21, 8, 8, 4)), ("image", (21, 8, 0, 3)), ("state", (21,)), ("reward", (21, 1))],
+    [("image", (21, 8, 8)), ("image", (21, 8, 8, 4)), ("image", (21, 8, 0, 3)), ("state", (21,)), ("reward", (21, 1)),
+     ("state", (21, 0)), ("action", (21, 0))],
 )
 def test_wrong_shape(tmp_path, key, shape):
     episode = make_episode(length=20)

@@ -43,11 +43,13 @@ def test_loss_decreases_on_shipped_data(smoke_config):
 
 @pytest.mark.slow
 def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
-    """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k), with a
-    gradient clip that binds (applied once, to the mean gradient) and the same metrics (means, not sums, over k)."""
+    """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k, and
+    each micro-batch its rows of the overshooting noise), with a gradient clip that binds (applied once, to the mean
+    gradient) and the same metrics (means, not sums, over k)."""
     batch = state_batch(batch=8)
     config = apply_overrides(smoke_config, ["model.free_nats=1.0", "sac.updates_per_step=2", "sac.batch_size=64",
-                                            "optim.grad_clip=0.5"])
+                                            "optim.grad_clip=0.5", "model.overshooting_distance=2",
+                                            "model.overshooting_scale=0.5"])
     whole = build(config)
     accumulated = build(apply_overrides(config, ["optim.accumulate=4"]))
     for _ in range(3):

@@ -94,14 +94,18 @@ class Actor:
         steps: list[dict[str, list] | None] = [None] * count
         obs: list[dict[str, np.ndarray] | None] = [None] * count
         started = 0
+        playing = [0] * count  # which episode (in starting order) each environment plays: its reset seed's index
 
-        def start(index: int) -> None:
+        def start(index: int, redo: bool = False) -> None:
+            """Starts the next episode in environment `index`, or with `redo` its episode again, from the same seed."""
             nonlocal started
-            first = envs.reset(index, None if seeds is None else int(seeds[started]))
+            if not redo:
+                playing[index] = started
+                started += 1
+            first = envs.reset(index, None if seeds is None else int(seeds[playing[index]]))
             obs[index] = first
             steps[index] = {**{key: [value] for key, value in first.items()},
                             "action": [np.zeros(action_size, np.float32)], "reward": [0.0], "discount": [1.0]}
-            started += 1
 
         for index in range(min(count, num_episodes)):
             start(index)
@@ -121,8 +125,7 @@ class Actor:
                         self.crashes += 1
                         log.warning("environment %d crashed: its partial episode (%d steps) is dropped", index,
                                     len(record["action"]) - 1)
-                        started -= 1
-                        start(index)
+                        start(index, redo=True)
                         restarted[index] = True
                         continue
                     for key, value in result.obs.items():

@@ -98,11 +98,13 @@ class CountingEnvs:
         self.episode = [-1] * self.num_envs
         self.crash_at = crash_at
         self.stepped: list[list[int]] = []
+        self.resets: list[tuple[int, int | None]] = []  # (env, reset seed), in order
 
     def _obs(self, i):
         return {"state": np.array([i, self.t[i], self.episode[i]], np.float32)}
 
     def reset(self, index, seed=None):
+        self.resets.append((index, seed))
         self.t[index] = 0
         self.episode[index] += 1
         return self._obs(index)
@@ -155,8 +157,9 @@ def test_a_crashed_environment_loses_only_its_partial_episode(tmp_path, caplog):
     envs = CountingEnvs([4, 4, 4], crash_at=(1, 2))
     actor = Actor(envs, EchoPolicy(), "train", str(tmp_path))
     with caplog.at_level(logging.WARNING, logger="planet_sac"):
-        summaries = actor.run(3)
+        summaries = actor.run(3, seeds=[100, 101, 102])
     assert sorted(s["env"] for s in summaries) == [0, 1, 2] and actor.crashes == 1
+    assert envs.resets == [(0, 100), (1, 101), (2, 102), (1, 101)]  # the episode redone keeps its start state
     assert any("environment 1 crashed" in r.getMessage() for r in caplog.records)
     (crashed,) = [np.load(s["path"]) for s in summaries if s["env"] == 1]
     np.testing.assert_array_equal(crashed["state"][:, 2], 1)  # only the episode after the crash was saved

@@ -19,6 +19,7 @@ needs_dmc = pytest.mark.skipif(
 )
 TERMINATES_ID = "PlanetSacTest/Terminates-v0"
 ECHO_ID = "PlanetSacTest/EchoAction-v0"
+TRUNCATES_ID = "PlanetSacTest/Truncates-v0"
 
 
 class TerminatesEnv(gymnasium.Env):
@@ -51,7 +52,17 @@ class EchoActionEnv(gymnasium.Env):
         return np.asarray(action, np.float32), 0.0, False, False, {}
 
 
-for _id, _cls in ((TERMINATES_ID, TerminatesEnv), (ECHO_ID, EchoActionEnv)):
+class TruncatesEnv(TerminatesEnv):
+    """Reward 1 per step; its own limit truncates after 5 steps, and a step past it is an error (as stepping a
+    finished dm_control episode would silently start a new one)."""
+
+    def step(self, action):
+        assert self.t < 5, "stepped past the end of the episode"
+        self.t += 1
+        return np.full(1, self.t, np.float32), 1.0, False, self.t >= 5, {}
+
+
+for _id, _cls in ((TERMINATES_ID, TerminatesEnv), (ECHO_ID, EchoActionEnv), (TRUNCATES_ID, TruncatesEnv)):
     if _id not in gymnasium.registry:
         gymnasium.register(id=_id, entry_point=_cls)
 
@@ -143,6 +154,13 @@ def test_action_repeat_stops_at_termination():
     env.reset(seed=0)
     assert env.step(np.zeros(1))[1:4] == (2.0, False, False)
     assert env.step(np.zeros(1))[1:4] == (1.0, True, False)
+
+
+def test_action_repeat_stops_where_the_simulators_own_episode_ends():
+    env = make_env(f"gym:{TRUNCATES_ID}", obs="state", action_repeat=3)
+    env.reset(seed=0)
+    assert env.step(np.zeros(1))[1:4] == (3.0, False, False)
+    assert env.step(np.zeros(1))[1:4] == (2.0, False, True)  # 2 of the 3 repeats, then the episode's end
 
 
 def test_actions_are_normalised_to_true_bounds():

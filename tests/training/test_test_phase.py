@@ -197,17 +197,28 @@ def test_sac_share_is_a_share(smoke_config, value):
     (5, 10, 15, [5, 15]),  # the first earlier: the benchmark's 10k, 20k, ... env steps after 5k of seed episodes
     (12, 10, 11, []),
 ])
-def test_test_phases_run_at_first_test_phase_then_every_train_phase(smoke_config, tmp_path, first, every, steps, expected):
+def test_test_phases_run_at_first_test_phase_then_every_train_phase(smoke_config, tmp_path, monkeypatch, first, every,
+                                                                    steps, expected):
+    """The schedule of test phases; and their start states: DrQ-v2 and CURL evaluate from fresh ones, so a test
+    phase does not replay an earlier phase's, and each compared policy plays start states of its own."""
     from planet_sac.training.trainer import Trainer
 
     overrides = [f"schedule.train_steps={steps}", f"schedule.train_phase_steps={every}", "schedule.collect_every=5",
                  f"schedule.first_test_phase={'null' if first is None else first}", "sac.updates_per_step=0",
-                 "policy.test=random", "policy.compare=[]"]  # the schedule, not the policy: the cheapest phases
+                 "schedule.test_episodes=2", "policy.test=random", "policy.compare=[sac, cem]"]
     config = apply_overrides(smoke_config, overrides)
     by_hand = [step for step in range(1, steps + 1)
                if step >= (first or every) and (step - (first or every)) % every == 0]
     assert by_hand == expected
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    recorded = []  # the reset seeds of each test-phase actor, in order
+
+    class SpyActor(test_phase_module.Actor):
+        def run(self, num_episodes, progress=False, seeds=None):
+            recorded.append(list(seeds))
+            return super().run(num_episodes, progress, seeds)
+
+    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)
     try:
         trainer.run()
     finally:
@@ -215,6 +226,8 @@ def test_test_phases_run_at_first_test_phase_then_every_train_phase(smoke_config
     with open(tmp_path / "run" / "metrics.jsonl") as file:
         records = [json.loads(line) for line in file]
     assert [record["step"] for record in records if record["phase"] == "test"] == expected
+    assert [len(actor) for actor in recorded] == [2] * 3 * len(expected)  # per phase: random, then sac and cem
+    assert len({seed for actor in recorded for seed in actor}) == 2 * 3 * len(expected)
 
 
 def test_parallel_test_episodes_are_for_image_tasks(smoke_config):

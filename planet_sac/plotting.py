@@ -128,6 +128,7 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     check_output_file(out, "--out")
     labels = run_labels(logdirs)
@@ -203,7 +204,12 @@ def plot_runs(logdirs: Sequence[str], out: str, smooth_window: int = 1) -> dict[
         axis.set_xlabel("gradient updates")
         axis.set_ylabel("nats per time step" if key != "loss/total" else "loss")
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=7)
+        if several:  # a run's color is the one the returns' legends give it; here only the line styles are named
+            axis.legend(handles=[Line2D([], [], color="black", label="train batches"),
+                                 Line2D([], [], color="black", linestyle="--", marker="s", markersize=3,
+                                        label="test episodes")], fontsize=7)
+        else:
+            axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(out, dpi=110)
     plt.close(figure)

@@ -171,3 +171,30 @@ def test_runs_of_different_tasks_get_no_mean_across_them(tmp_path, monkeypatch):
     plot_runs([first, second], str(tmp_path / "different.png"))
     assert not [label for label in labels if label and label.startswith("mean of")]
     assert any(label and label.startswith("a") for label in labels)  # each run is still drawn
+
+
+def test_with_several_runs_the_loss_panels_name_the_line_styles_not_every_run_again(tmp_path, monkeypatch):
+    """Ten runs would give each loss panel twenty legend entries over its curves: the returns' legends name the runs
+    (their colors), the loss panels only the two line styles."""
+    import matplotlib.axes
+
+    legends = []
+    legend = matplotlib.axes.Axes.legend
+
+    def recording(self, *args, **kwargs):
+        made = legend(self, *args, **kwargs)
+        legends.append((self.get_title(), [text.get_text() for text in made.get_texts()]))
+        return made
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", recording)
+    from planet_sac.plotting import plot_runs
+
+    first, second = write_run(tmp_path / "a", RUN_A), write_run(tmp_path / "b", RUN_B)
+    plot_runs([first, second], str(tmp_path / "two.png"))
+    losses = [texts for title, texts in legends if title.startswith("loss/")]
+    assert losses and all(texts == ["train batches", "test episodes"] for texts in losses)
+    returns = [texts for title, texts in legends if not title.startswith("loss/")]
+    assert returns and all(any(text.startswith("a") for text in texts) for texts in returns)
+    legends.clear()
+    plot_runs([first], str(tmp_path / "one.png"))  # one run: its own curves, named as before
+    assert any(title.startswith("loss/") and "train batches" in texts for title, texts in legends)

@@ -239,6 +239,7 @@ class SACConfig:
     exploration_noise: float = 0.0  # train phase: N(0, this) added to the actor's sample, clipped (Dreamer's expl_amount 0.3); 0 = off
     exploration_steps: int = 0  # env steps over which that noise goes linearly to sac.exploration_final (DrQ-v2's linear schedule); 0 = constant
     exploration_final: float = 0.0  # the noise from sac.exploration_steps on (DrQ-v2: linear(1.0, 0.1, 100000 agent steps))
+    exploration_share: float = 1.0  # share of training collections acting with that noise, spread evenly (0.5: every other one); the rest act without
     min_std: float = math.exp(-5.0)  # floor of the actor's std before the squash (DreamerV2/V3: 0.1)
     min_alpha: float = 0.0  # floor of the entropy temperature; 0 = none
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
@@ -299,6 +300,11 @@ class SACConfig:
         if self.exploration_final and not self.exploration_steps:
             raise ConfigError(f"sac.exploration_final={self.exploration_final} is the end of a schedule that "
                               "sac.exploration_steps=0 turns off; set sac.exploration_steps or drop the key")
+        checks.in_range("sac.exploration_share", self.exploration_share, low=0.0, high=1.0, low_open=True)
+        checks.note("sac.exploration_share", "below 1 only with sac.exploration_noise > 0")
+        if self.exploration_share < 1 and not self.exploration_noise:
+            raise ConfigError(f"sac.exploration_share={self.exploration_share} spreads sac.exploration_noise, which is 0 "
+                              "(off), over the collections; set sac.exploration_noise or drop the key")
         checks.in_range("sac.min_std", self.min_std, low=0.0, high=1.0, low_open=True)
         checks.non_negative("sac.min_alpha", self.min_alpha)
         checks.note("sac.min_alpha", "at most sac.init_alpha")

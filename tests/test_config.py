@@ -237,6 +237,9 @@ def test_the_heads_exploration_schedule_is_drqv2s_linear_one_by_hand():
     (["sac.exploration_steps=1000"], "sac.exploration_steps=1000 schedules sac.exploration_noise, which is 0"),
     (["sac.exploration_noise=1.0", "sac.exploration_final=0.1"], "sac.exploration_final=0.1 is the end of a schedule"),
     (["sac.exploration_noise=1.0", "sac.exploration_steps=-5"], "sac.exploration_steps"),
+    (["sac.exploration_share=0.5"], "sac.exploration_share=0.5 spreads sac.exploration_noise, which is 0"),
+    (["sac.exploration_noise=1.0", "sac.exploration_share=0"], "sac.exploration_share"),
+    (["sac.exploration_noise=1.0", "sac.exploration_share=1.5"], "sac.exploration_share"),
 ])
 def test_the_exploration_schedule_keys_are_checked(overrides, message):
     with pytest.raises(ConfigError, match=message):

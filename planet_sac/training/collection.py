@@ -119,19 +119,20 @@ class Collection:
                 Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
                                                        seeds=self.reset_seeds(stream, on_disk, missing))
 
-    def train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
+    def train_episodes(self, policy: str | None = None, count: int | None = None, explore: bool = True) -> list[dict]:
         """`count` episodes (default one per training environment) with `policy` (default `policy.train`) acting in
         the train phase, saved to `train_folder`; returns their summaries (`Actor.run`).
 
         The head's exploration noise is `sac.exploration_at` the run's env steps before them (a schedule steps per
-        collection); each summary holds it as `sac_exploration`. They are the `TRAIN_STREAM`'s episodes from
+        collection), or 0 where not `explore` (the collections outside `sac.exploration_share`); each summary holds
+        it as `sac_exploration`. They are the `TRAIN_STREAM`'s episodes from
         `counters.train_episodes` on; afterwards `counters.train_episodes` has grown by their number and
         `counters.env_steps` by their lengths times `env.action_repeat`. The policy's train phase is `policy.train`
         again afterwards, also on an error.
         """
         envs = self.envs.train_envs()
         self.policy.set_policies(train=policy or self.config.policy.train)
-        sac_exploration = self.config.sac.exploration_at(int(self.counters.env_steps.numpy()))
+        sac_exploration = self.config.sac.exploration_at(int(self.counters.env_steps.numpy())) if explore else 0.0
         self.policy.set_sac_exploration(sac_exploration)
         try:
             count = count or envs.num_envs

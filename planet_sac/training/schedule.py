@@ -3,7 +3,8 @@
 A run's schedule is a function of its global step (the updates so far) and of the test phases it has run,
 both checkpointed, so a resumed run keeps the schedule of the never-stopped one. `Every` answers for the
 training loop's parts, `phase` whether a test phase is due, `collecting_policy` which policy collects a batch
-of training episodes. `LogWindow` times the updates between two training records.
+of training episodes, `evenly_spread` which collections a share of them takes. `LogWindow` times the updates
+between two training records.
 """
 
 from __future__ import annotations
@@ -82,10 +83,13 @@ def collecting_policy(policy: PolicyConfig, collection: int) -> str:
     which the SAC head collects: an off-policy head that only learns from another policy's episodes never sees
     where its own actions lead, and fails in the states they lead to (research/pendulum_head/README.md).
     """
-    share = policy.sac_share
-    if share > 0 and math.floor((collection + 1) * share + 1e-9) > math.floor(collection * share + 1e-9):
-        return "sac"
-    return policy.train
+    return "sac" if evenly_spread(policy.sac_share, collection) else policy.train
+
+
+def evenly_spread(share: float, index: int) -> bool:
+    """Whether item `index` (from 0) is one of a `share` of items spread evenly: floor((index + 1) share) >
+    floor(index share), so 0.5 picks the 2nd, 4th, ..., 1/3 the 3rd, 6th, ..., 1 every one and 0 none."""
+    return share > 0 and math.floor((index + 1) * share + 1e-9) > math.floor(index * share + 1e-9)
 
 
 class LogWindow:

@@ -61,7 +61,7 @@ from planet_sac.training.run_checks import check_offline_data, check_start, imag
 from planet_sac.training.run_dir import check_config_change, prepare_logdir, remove_unused_logdir
 from planet_sac.training.run_lock import lock_run
 from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
-from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy
+from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy, evenly_spread
 from planet_sac.training.signals import GracefulStop
 from planet_sac.training.test_phase import TestPhase
 
@@ -154,10 +154,11 @@ class Trainer:
         self.collection.seed_episodes()
         self.run_progress.sync_episode_counters()
 
-    def collect_train_episodes(self, policy: str | None = None, count: int | None = None) -> list[dict]:
+    def collect_train_episodes(self, policy: str | None = None, count: int | None = None,
+                               explore: bool = True) -> list[dict]:
         """`count` episodes (default one per training environment) with the train phase of `policy` (default
-        `policy.train`), into `train_episodes/` (`Collection.train_episodes`)."""
-        return self.collection.train_episodes(policy, count)
+        `policy.train`), into `train_episodes/` (`Collection.train_episodes`; `explore`: with the head's noise)."""
+        return self.collection.train_episodes(policy, count, explore)
 
     def catch_up_head(self, batches: Iterator[dict]) -> dict:
         """`sac.catchup_rounds` rounds of SAC updates on replay batches with the world model frozen (`Learner.catch_up`).
@@ -256,7 +257,8 @@ class Trainer:
         collector = collecting_policy(self.config.policy, collection)
         if collector in SAC_ACTING:
             values.update(self.catch_up_head(batches))
-        episodes = self.collect_train_episodes(collector, self.config.env.num_envs)
+        explore = evenly_spread(self.config.sac.exploration_share, collection)  # the head's noise on this collection
+        episodes = self.collect_train_episodes(collector, self.config.env.num_envs, explore)
         window.collected(collect_start)
         if not episodes:  # only unreadable files on disk: nothing to report
             return values

@@ -137,7 +137,8 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
     """20 updates with a collection every 5 and a test phase every 10: CEM collects the 1st and 3rd episodes, the SAC
     head (sampling its actions: the train phase) the 2nd and 4th, each after its catch-up rounds; the train-phase policy
     is CEM again after each; the head catches up before each test phase too (recorded in the test phase's record).
-    The head's collections log the exploration noise it acted with (`train/sac_exploration`), CEM's do not."""
+    The head's collections log the exploration noise it acted with (`train/sac_exploration`), CEM's do not; with
+    sac.exploration_share=0.67 the 2nd collection has it, the 4th not (floor(4 x 0.67) = floor(3 x 0.67))."""
     from planet_sac.config import POLICIES
     from planet_sac.training.trainer import Trainer
 
@@ -145,7 +146,7 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
                                             "schedule.collect_every=5", "schedule.log_every=100",
                                             "policy.sac_share=0.5", "sac.updates_per_step=1", "sac.catchup_rounds=2",
                                             "sac.exploration_noise=1.0", "sac.exploration_final=0.1",
-                                            "sac.exploration_steps=1000"])
+                                            "sac.exploration_steps=1000", "sac.exploration_share=0.67"])
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
     acting = []  # the policy the compiled train-phase branch points at while each training actor runs
 
@@ -172,14 +173,17 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
     assert [("train/return/sac" in record, "catchup/sac/q" in record) for record in collected] == [
         (False, False), (True, True), (False, False), (True, True)]
     assert all(("train/return/cem" in record) != ("train/return/sac" in record) for record in collected)
-    # the head's collections log the noise it acted with: DrQ-v2's linear(1.0, 0.1, 1000) at the env steps before them
+    # the head's collections log the noise it acted with: DrQ-v2's linear(1.0, 0.1, 1000) at the env steps before
+    # them on the 2nd collection, none on the 4th (outside the exploration share)
     action_repeat = config.env.action_repeat
-    for record in collected:
+    for index, record in enumerate(collected):
         if "train/return/sac" in record:
             before = record["env_steps"] - record["train/episode_length"] * action_repeat
-            assert record["train/sac_exploration"] == pytest.approx(1.0 - 0.9 * min(1.0, before / 1000), abs=1e-6)
+            expected = 1.0 - 0.9 * min(1.0, before / 1000) if index == 1 else 0.0
+            assert record["train/sac_exploration"] == pytest.approx(expected, abs=1e-6)
         else:
             assert "train/sac_exploration" not in record  # CEM's own noise is cem.exploration_noise
+    assert collected[1]["train/sac_exploration"] > 0.1
     tests = [record for record in records if record["phase"] == "test"]
     assert [record["step"] for record in tests] == [10, 20]
     assert all("catchup/sac/q" in record and "test/return" in record for record in tests)

@@ -126,6 +126,13 @@ EOF
   for entry in "dmc:reacher-easy 0" "dmc:walker-walk 0" "dmc:reacher-easy 1"; do
     echo "expl03_v3 $v3 v3 50000 $entry sac.exploration_noise=0.3"
   done
+  # `explhalf` (2026-11-28, 22:30, snapshot 6fabd5a: v3's code plus sac.exploration_share): explsched raised reacher
+  # and ball_in_cup on both seeds (evaluations 194 / 145 and 809 / 808 against 30 / 6 and 763 / 648) but walker-walk,
+  # the dense check, lost a third; expl03's constant 0.3 raised reacher seed 0's near targets only. DrQ-v2's
+  # schedule on every other collection, the others clean: walker first (the question), then the targets.
+  for entry in "dmc:walker-walk 0" "dmc:reacher-easy 1" "dmc:reacher-easy 0" "dmc:ball_in_cup-catch 0"; do
+    echo "explhalf_v3 6fabd5a v3 50000 $entry sac.exploration_noise=1.0 sac.exploration_final=0.1 sac.exploration_steps=100000 sac.exploration_share=0.5"
+  done
   # `sac20` (2026-11-28): the 45-minute goal. The 40 SAC updates are 40% of a v3 update (docs/performance.md); half
   # of them would bring a run near 47 minutes alone. A learning lever too (10 -> 40 moved cheetah 215 -> 380 in #28),
   # so it is judged by return per minute of updates: finger-spin and ball_in_cup seed 0 (the v3 runs' 50k points)

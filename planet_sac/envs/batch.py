@@ -143,8 +143,7 @@ class ParallelEnvs:
 
     def _replace(self, index: int, error: Exception) -> None:
         """Restarts environment `index` after `error`; raises `EnvFailedError` past the cap."""
-        now = time.monotonic()
-        self._failures[index] = [t for t in self._failures[index] if now - t < self.restart_window] + [now]
+        self._failures[index] = failures_in_window(self._failures[index], time.monotonic(), self.restart_window)
         detail = (str(error).replace("environment process ", "") if isinstance(error, EnvCrashed)
                   else f"raised {one_line(error)}")
         child_traceback = getattr(error, "child_traceback", None)
@@ -203,6 +202,12 @@ class ParallelEnvs:
     def close(self) -> None:
         for env in self._envs:
             env.close()
+
+
+def failures_in_window(failures: list[float], now: float, window: float) -> list[float]:
+    """The times of an environment's failures within `window` seconds before `now`, one at `now` included: as
+    Dreamer's `RestartOnException`, an environment is given up once more than `max_restarts` of them are."""
+    return [moment for moment in failures if now - moment < window] + [now]
 
 
 def make_envs(config: EnvConfig, seed: int | None = None, num_envs: int | None = None) -> EnvBatch:

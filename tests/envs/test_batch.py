@@ -234,3 +234,40 @@ def test_make_env_takes_an_env_config_as_gymnasium_make_takes_a_spec():
     assert a[1] == b[1] and a[3] and b[3]  # the config's time limit of 2 agent steps ends both
     with pytest.raises(TypeError, match="obs"):
         make_env(config, obs="image")
+
+
+def test_failures_older_than_the_window_are_forgotten():
+    from planet_sac.envs.batch import failures_in_window
+
+    assert failures_in_window([0.0, 100.0, 250.0], 320.0, 300.0) == [100.0, 250.0, 320.0]  # 320 - 0 is past 300
+    assert failures_in_window([20.0], 320.0, 300.0) == [320.0]  # exactly the window's length ago: forgotten
+    assert failures_in_window([], 5.0, 300.0) == [5.0]
+
+
+@pytest.mark.slow
+def test_an_environment_is_given_up_after_max_restarts_failures_within_the_window(monkeypatch):
+    """max_restarts=2: the 1st and 2nd failures restart the environment, the 3rd within the window ends with one
+    line; failures spread wider than the window never do."""
+    from planet_sac.envs.batch import EnvFailedError
+
+    class Stub:  # a restarted environment, without a process of its own
+        def close(self):
+            pass
+
+    envs = ParallelEnvs(EnvConfig(time_limit=5, **TASK), seed=0, num_envs=1, max_restarts=2, restart_window=300.0)
+    envs.close()  # its process; the restarts below make stubs
+    envs._envs = [Stub()]
+    monkeypatch.setattr(envs, "_start", lambda index: Stub())
+    now = [0.0]
+    monkeypatch.setattr("planet_sac.envs.batch.time.monotonic", lambda: now[0])
+    for now[0] in (0.0, 10.0):
+        envs._replace(0, RuntimeError("down"))
+    assert envs.restarts == [2]
+    now[0] = 20.0
+    with pytest.raises(EnvFailedError, match=r"^environment 0 failed 3 times within 300 s, last: raised "
+                                             r"RuntimeError: down; not restarting it again"):
+        envs._replace(0, RuntimeError("down"))
+    envs._failures, envs.restarts = [[]], [0]
+    for now[0] in (1000.0, 2000.0, 3000.0, 4000.0):  # as many, each past the window of the one before
+        envs._replace(0, RuntimeError("down"))
+    assert envs.restarts == [4]

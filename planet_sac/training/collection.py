@@ -125,10 +125,9 @@ class Collection:
 
         The head's exploration noise is `sac.exploration_at` the run's env steps before them (a schedule steps per
         collection), or 0 where not `explore` (the collections outside `sac.exploration_share`); each summary holds
-        it as `sac_exploration`. They are the `TRAIN_STREAM`'s episodes from
-        `counters.train_episodes` on; afterwards `counters.train_episodes` has grown by their number and
-        `counters.env_steps` by their lengths times `env.action_repeat`. The policy's train phase is `policy.train`
-        again afterwards, also on an error.
+        it as `sac_exploration`. They are the `TRAIN_STREAM`'s episodes from `counters.train_episodes` on;
+        afterwards `counters.train_episodes` has grown by their number and `counters.env_steps` by their lengths
+        times `env.action_repeat`. The policy's train phase is `policy.train` again afterwards, also on an error.
         """
         envs = self.envs.train_envs()
         self.policy.set_policies(train=policy or self.config.policy.train)

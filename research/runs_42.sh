@@ -126,6 +126,12 @@ EOF
   for entry in "dmc:reacher-easy 0" "dmc:walker-walk 0" "dmc:reacher-easy 1"; do
     echo "expl03_v3 $v3 v3 50000 $entry sac.exploration_noise=0.3"
   done
+  # The dense check's reference (2026-11-28, 22:45): fw10_v2's walker-walk seed 0 (424 at 50k) ran on the Intel Xeon
+  # with AMX, every lever run since on this AMD EPYC, whose kernels round otherwise, so the runs part after a few
+  # updates; and every lever on top of v3 fell below it on walker (fgbatch 117, explsched 281, expl03 135 at 30k
+  # against 346). v3's own walker-walk seed 0 on this machine (the benchmark's run: its 50k point is the control)
+  # tells whether 424 is the config or one lucky trajectory; it runs beside explhalf's walker.
+  echo "$bench3 $v3 v3 100000 dmc:walker-walk 0"
   # `explhalf` (2026-11-28, 22:30, snapshot 6fabd5a: v3's code plus sac.exploration_share): explsched raised reacher
   # and ball_in_cup on both seeds (evaluations 194 / 145 and 809 / 808 against 30 / 6 and 763 / 648) but walker-walk,
   # the dense check, lost a third; expl03's constant 0.3 raised reacher seed 0's near targets only. DrQ-v2's

@@ -221,3 +221,16 @@ def test_train_episodes_set_the_heads_exploration_noise_from_the_runs_env_steps(
         finally:
             envs.close()
         assert policy.sac_exploration == [pytest.approx(expected, abs=1e-12)]
+
+
+def test_reset_seeds_are_the_episode_seeds_of_their_stream_and_index():
+    """Episode k of a stream resets from envs.episode_seed(env seed, stream, k), the test streams from the env seed
+    plus TEST_SEED_OFFSET (docs/determinism.md); the streams never share a seed."""
+    from planet_sac.envs import episode_seed
+
+    strategy = tf.distribute.get_strategy()
+    assert reset_seeds(7, strategy, TRAIN_STREAM, 2, 2) == [episode_seed(7, TRAIN_STREAM, 2), episode_seed(7, TRAIN_STREAM, 3)]
+    assert reset_seeds(7, strategy, TEST_STREAM, 0, 1) == [episode_seed(7 + TEST_SEED_OFFSET, TEST_STREAM, 0)]
+    train = {episode_seed(7, TRAIN_STREAM, index) for index in range(200)}
+    other = {episode_seed(7, TEST_STREAM, index) for index in range(200)}  # the same base, another stream
+    assert len(train) == len(other) == 200 and not train & other

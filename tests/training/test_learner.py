@@ -391,3 +391,25 @@ def test_held_out_evaluation_sees_unshifted_images_and_measures_moving_pixels(sm
     assert 0 < moving.mean() < 0.2
     np.testing.assert_allclose(float(held_out["model/foreground_error"]), error[moving].mean(), rtol=1e-4)
     np.testing.assert_allclose(float(held_out["model/background_error"]), error[~moving].mean(), rtol=1e-4)
+
+
+def test_a_sac_batch_splits_by_the_rounded_real_ratio():
+    from planet_sac.config import SACConfig
+
+    assert learner_module.sac_batch_split(SACConfig(batch_size=10, real_ratio=0.77)) == (8, 2)  # 7.7 real, rounded
+    assert learner_module.sac_batch_split(SACConfig(batch_size=256, real_ratio=1.0)) == (256, 0)
+
+
+def test_the_imagination_pool_is_shuffled_across_rollouts():
+    """Each SAC update takes a slice of the pool: in rollout order a slice would hold a few rollouts' consecutive
+    steps (with n = 1, next_features[j] == features[j + 1] for 3 of every 4), shuffled almost none."""
+    from planet_sac.config import SACConfig
+    from tests.test_planet_fidelity import tiny_state_model
+
+    model = tiny_state_model()
+    sac = SAC(SACConfig(units=8, n_step=1, imagination_horizon=4), model.rssm.feature_size, 1)
+    features = tf.random.stateless_normal([2, 6, model.rssm.feature_size], [0, 1])
+    pool = learner_module.imagination_pool(model, sac, features, 40, tf.random.Generator.from_seed(0))
+    assert pool.features.shape[0] == 40
+    follows = [np.allclose(pool.next_features[j], pool.features[j + 1]) for j in range(39)]
+    assert np.mean(follows) < 0.2

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from planet_sac.config import SACConfig
 from planet_sac.control.sac import SAC
-from planet_sac.diagnostics import critic_vs_returns, discounted_returns, foreground_errors
+from planet_sac.diagnostics import critic_vs_returns, discounted_returns, foreground_errors, open_loop
 from tests.test_planet_fidelity import tiny_state_model
 
 
@@ -32,6 +32,44 @@ def test_critic_scores_the_action_taken_next(monkeypatch):
     assert result["sac/q_episode"] == 2.5
     expected = np.mean([sum(0.5 ** k for k in range(length - t)) for t in range(4)])
     assert abs(result["sac/return_episode"] - expected) < 1e-9
+
+
+def test_critic_scores_the_posterior_state_before_the_action(monkeypatch):
+    """Q(z_t, a_t+1): the features beside a_t+1 are the posterior of observation t (filtered by the RSSM through the
+    posterior means, here by `rssm.observe` directly), not of observation t+1."""
+    model = tiny_state_model()
+    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 1)
+    g = np.random.default_rng(1)
+    length = 6
+    episode = {"state": g.normal(size=(length + 1, 3)).astype(np.float32),
+               "action": g.uniform(-1, 1, (length + 1, 1)).astype(np.float32),
+               "reward": np.ones(length + 1, np.float32), "discount": np.ones(length + 1, np.float32)}
+    seen = []
+    monkeypatch.setattr(sac, "q_value", lambda features, action: (seen.append(features.numpy()), action[:, 0])[1])
+    critic_vs_returns(model, sac, episode, gamma=0.9)
+    obs = tf.constant(episode["state"][None])
+    posts, _ = model.rssm.observe(model.embed(obs), tf.constant(episode["action"][None]),
+                                  tf.zeros([1, length + 1, model.rssm.stoch_size]))
+    expected = np.concatenate([posts["deter"][0], posts["mean"][0]], -1)[:length]  # z_0 .. z_T-1
+    np.testing.assert_allclose(seen[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_open_loop_predicts_step_t_from_the_action_that_led_to_it():
+    """The aligned layout: action[:, t] led to observation t. Changing the action at step k >= context changes the
+    open-loop prediction from step k on and nothing before it; the last action is used too. (ELU: no dead units
+    that would hide a change.)"""
+    model = tiny_state_model(activation="elu")
+    g = np.random.default_rng(2)
+    length, context = 8, 3
+    batch = {"state": g.normal(size=(1, length, 3)).astype(np.float32),
+             "action": g.uniform(-1, 1, (1, length, 1)).astype(np.float32)}
+    _, base = open_loop(model, batch, context)
+    for k in (context, length - 1):
+        changed = {key: value.copy() for key, value in batch.items()}
+        changed["action"][0, k] += 1.5
+        _, predicted = open_loop(model, changed, context)
+        np.testing.assert_array_equal(predicted[:k], base[:k])
+        assert np.abs(predicted[k] - base[k]).max() > 1e-4
 
 
 def _numpy_foreground_errors(truth: np.ndarray, prediction: np.ndarray, threshold: float) -> tuple[float, float]:

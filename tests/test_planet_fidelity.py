@@ -163,6 +163,17 @@ def test_warmup_first_update_leaves_weights_and_second_takes_a_tenth_step():
     np.testing.assert_allclose(var.numpy(), np.array([1.0, -2.0]) - step, rtol=1e-6)
 
 
+def test_adam_adds_epsilon_to_the_root_of_v_as_tf1():
+    """TF1's Adam (PlaNet's): step = lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps), eps added to the root of
+    the uncorrected v. By hand, first step, g = 1e-4 = eps: m = 0.1 g, sqrt(v) = sqrt(0.001) g, so the step is
+    lr * sqrt(0.001) / (sqrt(0.001) + 1) = 0.0030653 (eps inside the root would give 3.2e-5)."""
+    var = tf.Variable([0.0, 0.0])
+    adam = Adam([var], learning_rate=0.1, epsilon=1e-4, name="epsilon_test")
+    adam.apply([tf.constant([1e-4, -1e-4])])
+    step = 0.1 * np.sqrt(0.001) / (np.sqrt(0.001) + 1.0)
+    np.testing.assert_allclose(var.numpy(), [-step, step], rtol=1e-4)
+
+
 # ----------------------------------------------------------------------------- planning objective
 
 

@@ -462,3 +462,31 @@ def test_foreground_weight_multiplies_the_moving_pixels_squared_error():
     np.testing.assert_allclose(plain.loss(batch, noise)[1]["loss/image"].numpy(), unweighted, rtol=1e-5)
     assert by_hand > unweighted + 1.0  # the weight is felt: 50 moving pixels, each with a squared error
     assert ModelConfig().foreground_weight == 1.0  # PlaNet's loss by default
+
+
+def test_weights_start_glorot_uniform():
+    """Glorot's uniform initialisation (as Keras and PlaNet's TF1 layers): U(-l, l) with l = sqrt(6 / (fan_in + fan_out)),
+    for a convolution's fans counted over its kernel window; biases start at 0."""
+    from planet_sac.models.networks import Conv2D, Dense
+
+    dense = Dense(300, 200, seed=3, name="glorot_dense")
+    conv = Conv2D(8, 16, 4, 2, None, seed=3, name="glorot_conv")
+    for kernel, fan_in, fan_out in ((dense.kernel, 300, 200), (conv.kernel, 4 * 4 * 8, 4 * 4 * 16)):
+        w = kernel.numpy().ravel()
+        limit = np.sqrt(6.0 / (fan_in + fan_out))  # by hand: 0.1095 and 0.1443
+        assert np.abs(w).max() <= limit and np.abs(w).max() > 0.99 * limit
+        np.testing.assert_allclose(w.var(), limit ** 2 / 3, rtol=0.05)  # a uniform's variance
+    assert not dense.bias.numpy().any() and not conv.bias.numpy().any()
+
+
+def test_a_fresh_gru_leans_towards_keeping_its_state():
+    """The update gate's bias starts at 1 (the reset gate's at 0): with zero kernels a fresh cell keeps
+    sigmoid(1) = 0.731 of its state and adds 0.269 of tanh(0) = 0, whatever its input."""
+    from planet_sac.models.networks import GRUCell
+
+    cell = GRUCell(3, 4, name="fresh_gru")
+    for kernel in (cell.gates_kernel, cell.candidate_kernel):
+        kernel.assign(tf.zeros_like(kernel))
+    h = np.array([[1.0, -2.0, 0.5, 3.0]], np.float32)
+    out = cell(tf.constant([[5.0, -1.0, 2.0]]), tf.constant(h)).numpy()
+    np.testing.assert_allclose(out, h / (1.0 + np.exp(-1.0)), rtol=1e-6)

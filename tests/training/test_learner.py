@@ -413,3 +413,27 @@ def test_the_imagination_pool_is_shuffled_across_rollouts():
     assert pool.features.shape[0] == 40
     follows = [np.allclose(pool.next_features[j], pool.features[j + 1]) for j in range(39)]
     assert np.mean(follows) < 0.2
+
+
+def test_the_imagination_pool_starts_at_the_given_posteriors_and_steps_the_prior():
+    """Rollouts start at posterior features read as concat(deter, stoch): each start is the features of one pool
+    transition, whose next features' deterministic part is the prior's GRU step from it under the action taken
+    (numpy, tests/numpy_reference.py)."""
+    from planet_sac.config import SACConfig
+    from tests.numpy_reference import img_step
+    from tests.test_planet_fidelity import tiny_state_model
+
+    model = tiny_state_model()
+    rssm = model.rssm
+    sac = SAC(SACConfig(units=8, n_step=1, imagination_horizon=4), rssm.feature_size, 1)
+    features = tf.random.stateless_normal([2, 6, rssm.feature_size], [0, 2])
+    pool = learner_module.imagination_pool(model, sac, features, 40, tf.random.Generator.from_seed(1))  # 10 rollouts
+    given = features.numpy().reshape(-1, rssm.feature_size)
+    pool_features, pool_next, pool_action = pool.features.numpy(), pool.next_features.numpy(), pool.action.numpy()
+    starts = [j for j in range(40) if (np.abs(given - pool_features[j]).max(-1) == 0).any()]
+    assert len(starts) == 10
+    deter = rssm.deter_size
+    for j in starts:
+        start = pool_features[j]
+        expected = img_step(rssm, start[None, deter:], start[None, :deter], pool_action[j][None], np.zeros([1, 2]))
+        np.testing.assert_allclose(pool_next[j][:deter], expected["deter"][0], rtol=1e-4, atol=1e-5)

@@ -118,6 +118,11 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
     assert "checkpoint step 20" in out and video.stat().st_size > 1000
     assert out.splitlines()[0].startswith("policy") and out.splitlines()[0].endswith(f"(1 episode, {logdir})")
     assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
+    result = evaluate(logdir, 3, "random", seed=7)
+    returns = np.array(result["returns"])
+    assert len(set(result["returns"])) == 3 and result["step"] == 20
+    assert (result["mean"], result["min"], result["max"]) == pytest.approx((returns.mean(), returns.min(), returns.max()))
+    assert result["std"] == pytest.approx(np.sqrt(np.mean((returns - returns.mean()) ** 2)))  # population std (ddof 0)
 
 
 @pytest.mark.slow

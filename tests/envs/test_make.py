@@ -189,6 +189,16 @@ def test_termination_gives_zero_discount():
     np.testing.assert_array_equal(episode["discount"], [1.0, 1.0, 1.0, 0.0])
 
 
+def test_a_termination_on_the_time_limits_step_is_not_a_truncation():
+    """gymnasium's contract: an episode that ends by itself on the limit's last step terminated; it was not cut off."""
+    env = make_env(f"gym:{TERMINATES_ID}", obs="state", time_limit=3)
+    env.reset(seed=0)
+    for _ in range(2):
+        assert not any(env.step(np.zeros(1))[2:4])
+    _, _, terminated, truncated, _ = env.step(np.zeros(1))
+    assert terminated and not truncated
+
+
 def test_time_limit_truncates_and_keeps_discount():
     env = make_env("gym:Pendulum-v1", obs="state", time_limit=5, seed=0)
     env.reset()

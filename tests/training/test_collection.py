@@ -161,12 +161,12 @@ def test_train_episodes_add_their_env_steps_to_the_counters(smoke_config, tmp_pa
 
 
 def test_train_episodes_default_to_one_per_environment_with_policy_train(smoke_config, tmp_path):
-    config = apply_overrides(smoke_config, SHORT)
+    config = apply_overrides(smoke_config, [*SHORT, "env.num_envs=2"])
     policy = ScriptedPolicy()
     policy.train_policy = "random"  # whatever the policy was set to, `policy.train` acts by default
     collection, envs = collection_for(config, tmp_path, policy)
     try:
-        assert len(collection.train_episodes()) == config.env.num_envs == 1
+        assert len(collection.train_episodes()) == 2
     finally:
         envs.close()
     assert policy.acted_in == {f"{TRAIN}:{config.policy.train}"}
@@ -221,6 +221,15 @@ def test_train_episodes_set_the_heads_exploration_noise_from_the_runs_env_steps(
         finally:
             envs.close()
         assert policy.sac_exploration == [pytest.approx(expected, abs=1e-12)]
+    # a collection outside sac.exploration_share acts without noise, whatever the schedule says
+    config = apply_overrides(smoke_config, [*SHORT, *schedule])
+    policy = ScriptedPolicy()
+    collection, envs = collection_for(config, tmp_path / "clean", policy)
+    try:
+        (episode,) = collection.train_episodes("sac", 1, explore=False)
+    finally:
+        envs.close()
+    assert policy.sac_exploration == [0.0] and episode["sac_exploration"] == 0.0
 
 
 def test_reset_seeds_are_the_episode_seeds_of_their_stream_and_index():

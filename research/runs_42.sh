@@ -154,13 +154,11 @@ EOF
   for entry in "dmc:finger-spin 0" "dmc:ball_in_cup-catch 0" "dmc:walker-walk 0"; do
     echo "sac20_v4 $v4 v4 50000 $entry sac.updates_per_step=20"
   done
-  # Seeds 0-2 of the six tasks (the five copied runs among them), the two tasks never tuned on, then seeds 3-4.
-  for seed in 0 1 2; do for task in $six; do echo "$bench4 $v4 v4 100000 $task $seed"; done
-    if [ $seed = 0 ]; then
-      echo "untuned_v4 $v4 v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
-      echo "untuned_v4 $v4 v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
-    fi
-  done
+  # The two tasks never tuned on (no run of them exists yet: a head near the random policy there is a defect of the
+  # config, and would change it), then seeds 0-2 of the six tasks (the five copied runs among them), then seeds 3-4.
+  echo "untuned_v4 $v4 v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
+  echo "untuned_v4 $v4 v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
+  for seed in 0 1 2; do for task in $six; do echo "$bench4 $v4 v4 100000 $task $seed"; done; done
   for seed in 3 4; do for task in $six; do echo "$bench4 $v4 v4 100000 $task $seed"; done; done
   # Superseded by v4 (not run): v3's benchmark runs (cup seed 0 finished, walker-walk seed 0 to 53k; published) and
   # its two untuned tasks; the v2 runs below were superseded by v3 the same way.

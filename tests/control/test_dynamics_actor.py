@@ -78,6 +78,23 @@ def test_the_loss_is_the_weighted_soft_return_of_the_rollout(smoke_config):
     np.testing.assert_allclose(float(loss), -np.mean(np.stack([g0, gamma * g1], 1)), rtol=1e-4)
 
 
+def test_the_loss_is_divided_by_the_return_scale(smoke_config):
+    """With sac.return_normalization the actor's loss is divided by max(1, P95 - P5) of the critic targets, as SAC's
+    actor loss is (DreamerV3 normalises its actor's advantages so): EMAs of (2, 10) after one update, debiased by
+    1 - 0.99, give a scale of 8; the same draws without normalisation give 8 times the loss."""
+    losses = []
+    for normalise in (False, True):
+        _, model, sac = build(smoke_config, [f"sac.return_normalization={str(normalise).lower()}"])
+        features = tf.random.stateless_normal([6, model.rssm.feature_size], [1, 3])
+        if normalise:
+            sac.return_range.assign([0.02, 0.10])  # 0.01 x (2, 10): one EMA step from 0
+            sac.return_updates.assign(1.0)
+            assert float(sac.return_scale()) == pytest.approx(8.0)
+        loss, _, _ = dynamics_actor_loss(model, sac, features, 3, 0.95, tf.random.Generator.from_seed(5))
+        losses.append(float(loss))
+    assert losses[0] != 0 and losses[1] == pytest.approx(losses[0] / 8.0, rel=1e-5)
+
+
 def test_a_dynamics_step_moves_the_actor_only_and_raises_the_imagined_return(smoke_config):
     config, model, sac = build(smoke_config, ["sac.actor_lr=0.01"])
     features = tf.random.stateless_normal([2, 8, model.rssm.feature_size], [4, 2])

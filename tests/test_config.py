@@ -138,6 +138,7 @@ def test_unknown_section_is_rejected(tmp_path):
     ("sac.min_std=2", "sac.min_std=2.0: must be in (0.0, 1.0]"),
     ("sac.min_alpha=-0.1", "sac.min_alpha=-0.1: must be >= 0"),
     ("sac.min_alpha=0.5", "sac.min_alpha=0.5 is above sac.init_alpha=0.1"),
+    ("sac.min_alpha=0.15", "sac.min_alpha=0.15 is above sac.init_alpha=0.1"),  # just above: the temperature starts under
     ("model.kl_balance=1.0", "model.kl_balance=1.0: must be in (0, 1)"),
     ("model.kl_balance=0", "model.kl_balance=0.0: must be in (0, 1)"),
     ("model.augment_shift=-1", "model.augment_shift=-1: must be in [0, 16]"),
@@ -155,6 +156,9 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
     (["model.overshooting_distance=4"], "model.overshooting_distance=4 computes a latent overshooting KL that "
                                         "model.overshooting_scale=0 leaves out of the loss"),
     (["sac.burn_in=46", "sac.n_step=4"], r"sac.burn_in=46 \+ sac.n_step=4 must be at most data.chunk_length - 1 = 49"),
+    (["sac.real_ratio=0.5", "sac.imagination_horizon=2", "sac.n_step=3"],
+     r"sac.real_ratio=0.5 mixes in imagined transitions, which need sac.imagination_horizon >= sac.n_step=3 \(it is 2\)"),
+    (["env.obs=state", "env.test_envs=2"], "env.test_envs=2: parallel test episodes are for image tasks"),
     (["env.obs=state", "model.augment_shift=4"], "model.augment_shift=4 shifts images, and env.obs=state"),
     (["env.obs=state", "model.foreground_weight=10"], "model.foreground_weight=10.0 weighs moving pixels, and env.obs=state"),
     (["model.foreground_mask=chunk_or_batch"], "model.foreground_mask=chunk_or_batch chooses the pixels that "
@@ -172,6 +176,8 @@ def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(ove
     ["sac.imagination_horizon=15", "sac.real_ratio=0.5"],
     ["model.overshooting_distance=4", "model.overshooting_scale=0.1"],
     ["sac.burn_in=46", "sac.n_step=3"],  # 49 = chunk_length - 1: one start per chunk
+    ["sac.real_ratio=0.5", "sac.imagination_horizon=3", "sac.n_step=3"],  # one imagined 3-step transition per rollout
+    ["sac.min_alpha=0.1"],  # the floor at the start value
     ["model.foreground_mask=chunk_or_batch", "model.foreground_weight=10"],
 ])
 def test_the_same_keys_in_working_combinations_are_accepted(overrides):

@@ -260,3 +260,24 @@ def test_reload_every_must_be_positive(run, tmp_path):
 def test_per_checkpoint_needs_reload_every(run, tmp_path):
     with pytest.raises(ConfigError, match="--per-checkpoint needs --reload-every"):
         Collector(run, str(tmp_path / "out"), per_checkpoint=True)
+
+
+def test_a_collector_acts_with_its_policy_reloads_only_new_checkpoints_and_collects_what_is_asked(run, tmp_path,
+                                                                                                 monkeypatch):
+    """--policy sets the train phase's policy (the run's own policy.train is cem); a look with no newer checkpoint
+    restores nothing; with 2 environments, 3 episodes are 3 (the last round runs one environment's)."""
+    from planet_sac.control.policy import POLICIES
+
+    outdir = str(tmp_path / "out")
+    collector = Collector(run, outdir, policy="random", overrides=["env.num_envs=2"])
+    try:
+        assert collector.config.policy.train == "cem"
+        assert int(collector.agent.policy.phase_policy[0].numpy()) == POLICIES.index("random")
+        restores = []
+        original = collector.agent.restore
+        monkeypatch.setattr(collector.agent, "restore", lambda *args: restores.append(args) or original(*args))
+        assert collector.reload() and restores == []
+        summaries = collector.run(3)
+    finally:
+        collector.close()
+    assert len(summaries) == 3 and len(list_episodes(outdir)) == 3

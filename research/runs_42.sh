@@ -195,6 +195,11 @@ EOF
 case $mode in
 run)
   export MUJOCO_GL=${MUJOCO_GL:-egl}
+  # Two workers on 2 cores: one TensorFlow compute thread each (2.06 s an update in each of two such processes
+  # against 2.24-2.28 s with the default threads: 1.10x the updates per second; docs/performance.md). Runs started
+  # before 2026-11-29 01:20 ran with the default threads up to their first resume after it; another thread count
+  # computes other last bits, as another machine does (docs/determinism.md).
+  export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1} TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS:-1}
   queue | while read -r folder snapshot config steps task seed args; do
     # a run published from an earlier machine is finished: a new machine does not run it again
     run=${task//[:-]/_}/seed$seed published=$repo/bench/results/levers_42/$folder/$run/result.json

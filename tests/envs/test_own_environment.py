@@ -273,3 +273,37 @@ def test_dm_control_deprecation_warning_is_silenced_and_other_absl_warnings_are_
                             env=dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl")))
     assert result.returncode == 0, result.stderr
     assert "settotalmass" not in result.stderr and "another absl warning" in result.stderr, result.stderr
+
+
+def test_tasks_simulated_by_mujoco_are_told_apart_from_the_registry():
+    """dm_control and gymnasium's MuJoCo tasks run in a child process of their own; a classic-control task does not."""
+    from planet_sac.envs.tasks import uses_mujoco
+
+    assert uses_mujoco("dmc:cartpole-swingup") and uses_mujoco("gym:InvertedPendulum-v5")
+    assert not uses_mujoco("gym:Pendulum-v1")
+
+
+def test_a_packaged_environment_module_is_found_from_its_package_root(tmp_path, monkeypatch):
+    """`gym:pkg.sub.mod:Id`: an environment process needs the folder above the top package on its path, also when
+    the module is a package's `__init__`; an id registered by a submodule counts as the package's in the one-line
+    error for an id it does not register, even when the package was imported before."""
+    from planet_sac.envs.tasks import import_gym_module, module_paths, one_line
+
+    package = tmp_path / "planetsac_testpkg"
+    (package / "envs").mkdir(parents=True)
+    (package / "__init__.py").write_text("from planetsac_testpkg.envs import reach  # noqa: F401\n")
+    (package / "envs" / "__init__.py").write_text("")
+    (package / "envs" / "reach.py").write_text(textwrap.dedent("""
+        import gymnasium
+        if "PlanetSacTest/PkgReach-v0" not in gymnasium.registry:
+            gymnasium.register(id="PlanetSacTest/PkgReach-v0", entry_point="planetsac_testpkg.envs.reach:Reach")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("planetsac_testpkg", "planetsac_testpkg.envs", "planetsac_testpkg.envs.reach"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    importlib.import_module("planetsac_testpkg")  # imported before planet_sac asks for it
+    assert module_paths("gym:planetsac_testpkg.envs.reach:PlanetSacTest/PkgReach-v0") == [str(tmp_path)]
+    assert module_paths("gym:planetsac_testpkg:PlanetSacTest/PkgReach-v0") == [str(tmp_path)]
+    with pytest.raises(ConfigError, match=r"did not register 'Missing-v0' \(it registers PlanetSacTest/PkgReach-v0\)"):
+        import_gym_module("planetsac_testpkg:Missing-v0")
+    assert one_line(ValueError("first line\n   second\tline ")) == "ValueError: first line second line"

@@ -123,6 +123,34 @@ def assert_a_stale_lock_is_taken_over_with_a_warning(logdir: str, killed_pid: in
     assert not warnings  # nothing stale after a clean release
 
 
+def test_a_record_from_another_host_is_taken_over_naming_that_host(tmp_path, warnings):
+    """A pid from another host cannot be checked for liveness: the warning names the host instead of guessing."""
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": os.getpid() + 1, "host": "elsewhere", "started": "then"}))
+    lock_run(str(tmp_path)).release()
+    text = messages(warnings)
+    assert "left by pid %d on host elsewhere (since then)" % (os.getpid() + 1) in text and "stale lock" not in text
+
+
+def test_a_process_of_another_user_counts_as_alive(monkeypatch):
+    """os.kill(pid, 0) raises PermissionError for a live process this user may not signal: it is running."""
+    from planet_sac.training import run_lock
+
+    def kill(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(run_lock.os, "kill", kill)
+    assert run_lock._alive(1)
+
+
+def test_a_remote_logdir_is_not_locked_and_says_so(warnings):
+    """gs://, s3://: no OS lock exists there; acquiring warns and opens nothing."""
+    from planet_sac.training.run_lock import RunLock
+
+    lock = RunLock("gs://bucket/run").acquire()
+    assert "gs://bucket/run is not a local path: no lock keeps a second learner out of it" in messages(warnings)
+    lock.release()
+
+
 # A learner stopped by SIGTERM releases the lock, and a second one meanwhile is refused: checked on the way in
 # tests/test_exact_resume.py's SIGTERM stop (SIGINT goes through the same graceful stop).
 

@@ -126,6 +126,58 @@ def test_dmc_state_obs_and_default_time_limit_truncates():
     assert np.all(episode["discount"] == 1.0)
 
 
+@needs_dmc
+def test_dmc_episode_ends_are_terminations_only_at_discount_0(monkeypatch):
+    """dm_control's last step with discount 0 is a termination, with discount 1 a truncation (the task's own limit);
+    a middle step neither. (In process, state observations: nothing renders.)"""
+    import dm_env
+
+    from planet_sac.envs.dmc import DMCEnv
+
+    env = DMCEnv("cartpole-swingup", "state", 1, 64, seed=0)
+    env.reset()
+    observation = env._env.reset().observation
+    for step_type, discount, expected in ((dm_env.StepType.LAST, 0.0, (True, False)),
+                                          (dm_env.StepType.LAST, 1.0, (False, True)),
+                                          (dm_env.StepType.MID, 1.0, (False, False))):
+        step = dm_env.TimeStep(step_type, 0.5, discount, observation)
+        monkeypatch.setattr(env._env, "step", lambda action, step=step: step)
+        _, reward, terminated, truncated, _ = env.step(np.zeros(1, np.float32))
+        assert (terminated, truncated) == expected and reward == 0.5
+    env.close()
+
+
+@needs_dmc
+def test_dmc_reset_seeds_give_the_same_start_whatever_came_before():
+    """reset(seed=s) of a dm_control task starts where any other environment's reset(seed=s) starts, after any
+    history; another seed starts elsewhere."""
+    first = make_env("dmc:cartpole-swingup", obs="state", seed=0)
+    other = make_env("dmc:cartpole-swingup", obs="state", seed=1)
+    try:
+        start = first.reset(seed=5)[0]["state"]
+        other.reset()
+        for _ in range(3):
+            other.step(np.full(1, 0.7, np.float32))
+        np.testing.assert_array_equal(other.reset(seed=5)[0]["state"], start)
+        assert not np.array_equal(other.reset(seed=6)[0]["state"], start)
+    finally:
+        first.close()
+        other.close()
+
+
+@needs_dmc
+def test_a_dmc_time_limit_past_the_tasks_own_length_is_kept():
+    """make_env counts the limit: dm_control's own 1,000 control steps are off, so 130 agent steps at action repeat
+    8 (1,040 control steps) run to the end without an earlier end."""
+    env = make_env("dmc:cartpole-swingup", obs="state", action_repeat=8, time_limit=130, seed=0)
+    try:
+        env.reset()
+        ends = [env.step(np.zeros(1, np.float32))[2:4] for _ in range(130)]
+    finally:
+        env.close()
+    assert not any(any(end) for end in ends[:-1]) and ends[-1] == (False, True)
+
+
 def test_episode_limit_is_the_time_limit_or_the_tasks_own_length_over_the_action_repeat():
     # By hand: dm_control's 1000 control steps; Pendulum-v1 registers 200; a partial last step counts.
     assert episode_limit("dmc:cartpole-swingup", 8, None) == 125

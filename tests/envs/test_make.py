@@ -178,6 +178,48 @@ def test_a_dmc_time_limit_past_the_tasks_own_length_is_kept():
     assert not any(any(end) for end in ends[:-1]) and ends[-1] == (False, True)
 
 
+class HalfBoundedEnv(gymnasium.Env):
+    """Actions bounded below only; observations: a one-channel uint8 grid (not an RGB image) and a position."""
+
+    observation_space = spaces.Dict({"depth": spaces.Box(0, 255, (4, 4, 1), np.uint8),
+                                     "pos": spaces.Box(-1.0, 1.0, (2,), np.float32)})
+
+    def __init__(self, high: float = np.inf):
+        self.action_space = spaces.Box(np.array([-1.0], np.float32), np.array([high], np.float32))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return {"depth": np.full((4, 4, 1), 7, np.uint8), "pos": np.zeros(2, np.float32)}, {}
+
+    def step(self, action):
+        return self.reset()[0], 0.0, False, False, {}
+
+
+def test_gym_actions_must_be_bounded_on_both_sides_and_only_rgb_is_an_image():
+    """Unbounded high actions are refused in one line; a one-channel uint8 key is state, not the image."""
+    from planet_sac.config import ConfigError
+
+    for env_id, high in (("PlanetSacTest/HalfBounded-v0", np.inf), ("PlanetSacTest/DepthGrid-v0", 1.0)):
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=HalfBoundedEnv, kwargs={"high": high})
+    with pytest.raises(ConfigError, match="has unbounded actions; bounded Box actions are needed"):
+        make_env("gym:PlanetSacTest/HalfBounded-v0", obs="state")
+    env = make_env("gym:PlanetSacTest/DepthGrid-v0", obs="state")
+    try:
+        obs, _ = env.reset(seed=0)
+        np.testing.assert_array_equal(obs["state"], [7.0] * 16 + [0.0, 0.0])  # depth (sorted first), then pos
+    finally:
+        env.close()
+
+
+def test_a_gym_time_limit_past_the_tasks_own_length_is_kept():
+    """gymnasium's own TimeLimit is off (Pendulum-v1 registers 200 steps), so make_env's 250 holds."""
+    env = make_env("gym:Pendulum-v1", obs="state", time_limit=250, seed=0)
+    env.reset()
+    ends = [env.step(np.zeros(1, np.float32))[2:4] for _ in range(250)]
+    assert not any(any(end) for end in ends[:-1]) and ends[-1] == (False, True)
+
+
 def test_episode_limit_is_the_time_limit_or_the_tasks_own_length_over_the_action_repeat():
     # By hand: dm_control's 1000 control steps; Pendulum-v1 registers 200; a partial last step counts.
     assert episode_limit("dmc:cartpole-swingup", 8, None) == 125

@@ -14,6 +14,7 @@ did. Patterns are Python regular expressions matched at the start of a name
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import posixpath
@@ -220,8 +221,16 @@ class RestoreReport:
     step: int | None = None  # its counters/step, if it has one
 
     def summary(self) -> str:
-        return (f"restored {len(self.restored)} variables, skipped {len(self.skipped)} in the checkpoint, "
-                f"left {len(self.untouched)} at their initial values")
+        """One line: how many variables were restored, left in the checkpoint and left at their initial values, each
+        with its count per top-level name (`world_model`, `sac`, `optimizer`, ...)."""
+        return (f"restored {_by_group(self.restored)}; not taken from the checkpoint {_by_group(self.skipped)}; "
+                f"at their initial values {_by_group(self.untouched)}")
+
+
+def _by_group(names: list[str]) -> str:
+    """`3 (sac 1, world_model 2)`: the count of `names`, then per first path component."""
+    counts = collections.Counter(name.split("/", 1)[0] for name in names)
+    return f"{len(names)}" + (f" ({', '.join(f'{group} {n}' for group, n in sorted(counts.items()))})" if names else "")
 
 
 @dataclasses.dataclass

@@ -120,11 +120,15 @@ def task_means_by_seed(rows: list[dict]) -> dict[str, dict[int, float]]:
     return means
 
 
-def estimator_table(named_scores: list[tuple[str, dict[str, list[float]]]], tasks: list[str]) -> str:
-    """One row per method: per-task mean over runs, the mean over tasks, IQM [95% stratified bootstrap] over runs."""
+def estimator_table(named_scores: list[tuple[str, dict[str, list[float]]]], tasks: list[str],
+                    published: dict[str, dict[str, float]] = aggregate.PUBLISHED_100K, floor: str = "PlaNet") -> str:
+    """One row per method: per-task mean over runs, the mean over tasks, IQM [95% stratified bootstrap] over runs,
+    and how many runs score at or below `published[floor]` (by task); then a row per published table that names any
+    of `tasks` (means only: no runs, so no interval)."""
     short = [task.removeprefix("dmc_") for task in tasks]
-    lines = ["| method | " + " | ".join(short) + " | mean | IQM [95% CI] | runs |",
-             "|---|" + "---|" * len(tasks) + "---|---|---|"]
+    reference = published.get(floor, {})
+    lines = ["| method | " + " | ".join(short) + f" | mean | IQM [95% CI] | runs | runs at or below {floor} |",
+             "|---|" + "---|" * len(tasks) + "---|---|---|---|"]
     for name, scores in named_scores:
         present = {task: scores[task] for task in tasks if scores.get(task)}
         cells = [f"{statistics.mean(present[task]):.0f}" if task in present else "" for task in tasks]
@@ -135,7 +139,15 @@ def estimator_table(named_scores: list[tuple[str, dict[str, list[float]]]], task
         else:
             interval = ""
         runs = sum(len(v) for v in present.values())
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} | {interval} | {runs} |")
+        below = aggregate.runs_not_above(present, reference)
+        not_above = (f"{sum(below.values())} of {sum(len(present[task]) for task in below)}"
+                     + "".join(f", {task.removeprefix('dmc_')} {n}" for task, n in below.items() if n)) if below else ""
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} | {interval} | {runs} | {not_above} |")
+    for name, means in published.items():
+        if any(task in means for task in tasks):
+            cells = [f"{means[task]:.0f}" if task in means else "" for task in tasks]
+            mean = f"{statistics.mean(means[task] for task in tasks):.0f}" if all(task in means for task in tasks) else ""
+            lines.append(f"| {name} (CURL's Table 1, 100k) | " + " | ".join(cells) + f" | {mean} |  | table |  |")
     return "\n".join(lines)
 
 

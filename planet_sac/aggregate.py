@@ -21,6 +21,16 @@ PLANET_TASKS = ("dmc_cartpole_swingup", "dmc_reacher_easy", "dmc_cheetah_run", "
 
 ScoresByTask = Mapping[str, Sequence[float]]
 
+# Published means at 100k env steps without per-run curves (the CURL paper, Laskin et al. 2020, Table 1, "100K step
+# scores"; the README's results table quotes the same): rows beside the score files, with no interval. PlaNet's is
+# the floor issue #42 asks every run to clear.
+PUBLISHED_100K: dict[str, dict[str, float]] = {
+    "PlaNet": {"dmc_cartpole_swingup": 297, "dmc_reacher_easy": 20, "dmc_cheetah_run": 138, "dmc_finger_spin": 136,
+               "dmc_ball_in_cup_catch": 0, "dmc_walker_walk": 224},
+    "Dreamer": {"dmc_cartpole_swingup": 326, "dmc_reacher_easy": 314, "dmc_cheetah_run": 235, "dmc_finger_spin": 341,
+                "dmc_ball_in_cup_catch": 246, "dmc_walker_walk": 277},
+}
+
 
 def window_scores(records: Sequence[Mapping], window: tuple[float, float] = WINDOW,
                   tasks: Sequence[str] | None = None) -> dict[str, list[float]]:
@@ -66,3 +76,9 @@ def stratified_bootstrap(scores: ScoresByTask, statistic: Callable[[np.ndarray],
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(estimates, [tail, 100 - tail])
     return statistic(np.concatenate(tasks)), float(low), float(high)
+
+
+def runs_not_above(scores: ScoresByTask, reference: Mapping[str, float]) -> dict[str, int]:
+    """{task: how many of its runs score at or below `reference[task]`}, for the tasks both name."""
+    return {task: sum(1 for value in values if value <= reference[task])
+            for task, values in scores.items() if task in reference}

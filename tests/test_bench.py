@@ -301,6 +301,21 @@ def test_suite_table_scores_one_estimator_for_every_score_file(tmp_path):
     assert (low, high) == (83.0, 217.0)
 
 
+def test_suite_table_counts_runs_at_or_below_planet_and_shows_the_published_rows():
+    """A run counts when its score is at or below PlaNet's published 100k mean (CURL's Table 1: cartpole 297, reacher
+    20); a task without a published value counts nothing. Cartpole 297 (equal) and reacher 10 count, cartpole 300 and
+    the unknown task do not: 2 of the 3 runs with a reference. The published rows follow, means only."""
+    suite_table = _load_bench_module("suite_table")
+    tasks = ["dmc_cartpole_swingup", "dmc_reacher_easy", "dmc_unknown"]
+    scores = {"dmc_cartpole_swingup": [297.0, 300.0], "dmc_reacher_easy": [10.0], "dmc_unknown": [5.0]}
+    lines = suite_table.estimator_table([("m", scores)], tasks).split("\n")
+    cells = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    assert cells[-1] == "2 of 3, cartpole_swingup 1, reacher_easy 1"
+    planet = [cell.strip() for cell in lines[3].strip("|").split("|")]
+    assert planet[:5] == ["PlaNet (CURL's Table 1, 100k)", "297", "20", "", ""]  # no mean: a task has no value
+    assert lines[4].startswith("| Dreamer (CURL's Table 1, 100k) | 326 | 314 |") and len(lines) == 5
+
+
 def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
     """bench/lever_table.py: training returns and test returns in (at - span, at], diagnostics of the training
     records there, the held-out over training reward loss, and a run short of `at` marked with where it is."""

@@ -150,6 +150,7 @@ def test_config_description_by_hand():
     assert config_description("env:\n  obs: state\n# not an opening comment\n") == ""
     assert config_description("# no full stop at all\n") == "no full stop at all"
     assert config_description("# a title without a stop\n#\n# The body. More.\n") == "a title without a stop"  # `#` ends it
+    assert config_description("# Batch 2.5x as large. Next.\n") == "Batch 2.5x as large."  # a stop before a space
     assert config_description("# " + "word " * 40 + "end.\n", limit=30) == "word word word word word..."
 
 

@@ -130,8 +130,9 @@ class EnvProcess(gymnasium.Env):
 def serve_env(fd: int) -> None:
     """Child side of ``EnvProcess``: answer (method, args, kwargs) messages on socket ``fd``.
 
-    Ctrl-C is left to the parent, which closes the environment; the child ends when it reads
-    ``close`` or the parent's end of the socket is closed.
+    Ctrl-C is left to the parent, which closes the environment; the child ends (exit code 0, nothing printed) when it
+    reads ``close`` or the parent's end of the socket is closed, also when the parent died with an answer unread
+    (the socket is then reset rather than ended).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
@@ -139,7 +140,7 @@ def serve_env(fd: int) -> None:
     while True:
         try:
             method, args, kwargs = conn.recv()
-        except EOFError:
+        except (EOFError, ConnectionResetError):
             break
         try:
             if method == "create":

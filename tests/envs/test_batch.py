@@ -5,7 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
+from multiprocessing.connection import Connection
 
 import numpy as np
 import pytest
@@ -271,3 +276,22 @@ def test_an_environment_is_given_up_after_max_restarts_failures_within_the_windo
     for now[0] in (1000.0, 2000.0, 3000.0, 4000.0):  # as many, each past the window of the one before
         envs._replace(0, RuntimeError("down"))
     assert envs.restarts == [4]
+
+
+@pytest.mark.slow
+def test_an_environment_process_ends_quietly_when_its_parent_dies_unread():
+    """A parent killed with an answer unread resets the socket (ECONNRESET, not EOF): the child ends with exit code 0
+    and prints nothing, instead of a traceback under the parent's own last words."""
+    ours, theirs = socket.socketpair()
+    code = "import sys; from planet_sac.envs.process import serve_env; serve_env(int(sys.argv[1]))"
+    child = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                             stderr=subprocess.PIPE, text=True)
+    theirs.close()
+    conn = Connection(ours.detach())
+    conn.send(("reset", (), {}))  # no environment yet: the child answers with an error the parent never reads
+    deadline = time.monotonic() + 60
+    while not conn.poll(0.1) and time.monotonic() < deadline:
+        pass
+    conn.close()  # with the answer unread
+    _, stderr = child.communicate(timeout=60)
+    assert (child.returncode, stderr) == (0, "")

@@ -113,6 +113,7 @@ def test_unknown_section_is_rejected(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("data.batch_size=abc", "data.batch_size='abc' has the wrong type; expected int"),
     ("data.batch_size=true", "expected int"),
+    ("sac.alpha_lr=true", "sac.alpha_lr=True has the wrong type; expected float"),  # a bool is an int to Python
     ("env.obs=pixels", "choose one of image, state"),
     ("data.batch_size=-4", "data.batch_size=-4: must be > 0"),
     ("cem.horizon=0", "cem.horizon=0: must be > 0"),

@@ -124,6 +124,18 @@ def test_suite_takes_a_name(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_shipped_configs_are_the_visible_yaml_files_of_the_folder(tmp_path, monkeypatch):
+    """Only `*.yaml` files count, not hidden ones (an editor's `.x.yaml` swap copy), other files or folders."""
+    from planet_sac import config_loading
+
+    for name in ("a.yaml", ".hidden.yaml", "b.yml", "notes.txt"):
+        (tmp_path / name).write_text("seed: 1\n")
+    (tmp_path / "folder.yaml").mkdir()
+    monkeypatch.setattr(config_loading, "shipped_config_dir", lambda: tmp_path)
+    assert list(config_loading.shipped_configs()) == ["a"]
+    assert config_loading.shipped_config(".hidden") is None
+
+
 def test_configs_command_lists_every_shipped_file(capsys):
     assert main(["configs"]) == 0
     header, *rows = capsys.readouterr().out.splitlines()

@@ -191,13 +191,16 @@ def test_actor_mean_needs_actor_trajectories():
     assert apply_overrides(load_config(), ["cem.actor_mean=true"]).cem.actor_mean
 
 
-def test_missing_file_and_bad_yaml(tmp_path):
+def test_missing_file_and_bad_yaml(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
     path = tmp_path / "broken.yaml"
     path.write_text("env: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^\./broken\.yaml: not valid YAML"):  # named as typed, not as Path prints it
+        load_config("./broken.yaml")
 
 
 def test_yaml_is_loaded_safely(tmp_path):

@@ -178,7 +178,7 @@ def test_variables_and_filtered_restore_into_a_new_run(trained, tmp_path, capsys
     names = [name[len("variables/"):-len("/.ATTRIBUTES/VARIABLE_VALUE")] for name, _ in
              tf.train.list_variables(tf.train.latest_checkpoint(f"{logdir}/checkpoints")) if name.startswith("variables/")]
     selected = [name for name in names if name.startswith("world_model/") and not name.startswith("world_model/reward/")]
-    assert f"restored {len(selected)} variables" in caplog.text  # the command passed --include and --exclude on
+    assert f"restored {len(selected)} (world_model {len(selected)});" in caplog.text  # --include and --exclude passed on
     assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "x"), "--restore-from", logdir,
                  "--include", "nothing_like_this/", "--quiet"]) == 2
     assert "matches no variable" in capsys.readouterr().err
@@ -207,7 +207,7 @@ def test_filtered_restore_sets_exactly_the_selected_variables(trained, tmp_path)
                 excluded += 1  # the source trained it: not restoring it is visible
     assert restored > 10 and int(trainer.counters.step.numpy()) == 0
     assert any(name.startswith("world_model/reward/") for name in trainer.variables) and excluded > 10
-    assert trainer.start_message.startswith(f"from {logdir}: restored {restored} variables")
+    assert trainer.start_message.startswith(f"from {logdir}: restored {restored} (world_model {restored});")
 
 
 def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, tmp_path):

@@ -103,6 +103,13 @@ def test_typo_in_file_is_rejected(tmp_path):
         load_config(path)
 
 
+def test_a_section_that_is_no_mapping_is_one_line(tmp_path):
+    path = tmp_path / "flat.yaml"
+    path.write_text("env: 3\n")
+    with pytest.raises(ConfigError, match=r"env must be a mapping of keys, got 3$"):
+        load_config(path)
+
+
 def test_unknown_section_is_rejected(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("trainer:\n  steps: 3\n")

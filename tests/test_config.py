@@ -261,3 +261,14 @@ def test_the_heads_exploration_schedule_is_drqv2s_linear_one_by_hand():
 def test_the_exploration_schedule_keys_are_checked(overrides, message):
     with pytest.raises(ConfigError, match=message):
         apply_overrides(load_config(CONFIGS / "smoke.yaml"), overrides)
+
+
+def test_a_saved_config_reads_back_equal_and_leaves_no_temporary_file(tmp_path):
+    """save_config writes through `config.yaml.tmp` and renames it: afterwards the folder holds config.yaml alone."""
+    from planet_sac.config_loading import read_config_file, save_config
+
+    config = apply_overrides(Config(), ["seed=7", "data.batch_size=8", "cem.actor_std=0.05"])
+    save_config(config, str(tmp_path / "config.yaml"))
+    save_config(config, str(tmp_path / "config.yaml"))  # over an existing one
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["config.yaml"]
+    assert read_config_file(str(tmp_path / "config.yaml")) == config

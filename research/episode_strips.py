@@ -1,6 +1,7 @@
 """Where a policy's episodes go wrong: per-segment returns and film strips of its worst and best episode.
 
-Runs `--episodes` test-phase episodes of `--policy` on LOGDIR's latest checkpoint and writes
+Runs `--episodes` test-phase episodes of `--policy` on LOGDIR's latest checkpoint (or reads saved
+episodes, `--saved 'RUN/test_episodes/*.npz'`: no model is loaded) and writes
 OUT.json (each episode's return and its reward summed over segments of `--segment` agent steps)
 and OUT_worst.png / OUT_best.png (every `--frame-every`-th observation of that episode side by
 side, for pixel tasks). A return that is high in the first segments and near zero after says
@@ -8,12 +9,15 @@ the episode failed at one moment (cheetah on its back) rather than acting poorly
 
     .venv/bin/python research/episode_strips.py --logdir RUN --policy sac --episodes 8 \\
         --out research/results/sac_head/anatomy/cheetah_head
+    .venv/bin/python research/episode_strips.py --saved '~/runs/RUN/test_episodes/2026*.npz' --out /tmp/strips
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
 
 import planet_sac  # noqa: F401  (first: TensorFlow's CPU options)
 
@@ -38,7 +42,9 @@ def film_strip(frames: np.ndarray, every: int) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--logdir", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--logdir", help="run episodes of --policy on this run's latest checkpoint")
+    source.add_argument("--saved", help="glob of saved episodes (.npz with reward, and image for the strips)")
     parser.add_argument("--policy", choices=POLICIES, default="sac")
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--segment", type=int, default=50, help="agent steps per segment of the per-segment returns")
@@ -51,19 +57,29 @@ def main() -> None:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be 1 or more")
 
-    config, agent, env, step = load_agent(args.logdir, [*args.overrides, f"seed={args.seed}"], seed=10_000 + args.seed)
-    agent.policy.set_policies(test=args.policy)
-    episodes = [run_episode(env, agent.policy, TEST) for _ in range(args.episodes)]
-    env.close()
+    if args.saved:
+        files = sorted(glob.glob(os.path.expanduser(args.saved)))
+        if not files:
+            parser.error(f"--saved {args.saved!r}: no file matches")
+        episodes = [dict(np.load(file)) for file in files]
+        step, image_obs = None, all("image" in episode for episode in episodes)
+    else:
+        config, agent, env, step = load_agent(args.logdir, [*args.overrides, f"seed={args.seed}"],
+                                              seed=10_000 + args.seed)
+        agent.policy.set_policies(test=args.policy)
+        episodes = [run_episode(env, agent.policy, TEST) for _ in range(args.episodes)]
+        env.close()
+        image_obs = config.env.obs == "image"
     returns = [float(np.sum(episode["reward"])) for episode in episodes]
-    result = {"logdir": args.logdir, "checkpoint_step": step, "policy": args.policy, "overrides": args.overrides,
+    result = {"logdir": args.logdir, "saved": args.saved, "checkpoint_step": step,
+              "policy": None if args.saved else args.policy, "overrides": args.overrides,
               "seed": args.seed, "returns": returns, "mean": float(np.mean(returns)), "std": float(np.std(returns)),
               "segment": args.segment,
               "segment_returns": [segment_returns(np.asarray(episode["reward"]), args.segment) for episode in episodes]}
     with open(f"{args.out}.json", "w") as file:
         json.dump(result, file, indent=1)
     print(json.dumps({key: result[key] for key in ("policy", "mean", "std", "returns")}), flush=True)
-    if config.env.obs == "image":
+    if image_obs:
         for name, index in (("worst", int(np.argmin(returns))), ("best", int(np.argmax(returns)))):
             strip = film_strip(np.asarray(episodes[index]["image"]), args.frame_every)
             Image.fromarray(strip).save(f"{args.out}_{name}.png")

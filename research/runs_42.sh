@@ -8,7 +8,8 @@
 #                                        apart, finished runs (here or published in bench/results) are skipped,
 #                                        stopped ones resume from checkpoints)
 #   research/runs_42.sh publish OUT      copy each lever run's metrics.jsonl, config.yaml and result.json into
-#                                        bench/results/levers_42/<lever>/<task>/seed<k>/, and the benchmark's
+#                                        bench/results/levers_42/<lever>/<task>/seed<k>/ (a lever's score file into
+#                                        bench/results/levers_42/<lever>/scores/), and the benchmark's
 #                                        finished runs into bench/results/dmc_vision_v<N>/ (bench/publish_suite.py);
 #                                        never checkpoints, episodes or event files
 #
@@ -238,6 +239,13 @@ publish)
     cp "$run/metrics.jsonl" "$run/config.yaml" "$dest/"
     result=$out/$lever/results/$task/$seed/result.json
     if [ -f "$result" ]; then cp "$result" "$dest/"; fi
+  done
+  for scores in "$out"/*/scores/*.json.gz; do  # a lever's score file (its finished runs), for bench/suite_table.py
+    [ -f "$scores" ] || continue
+    lever=$(basename "$(dirname "$(dirname "$scores")")")
+    case $lever in dmc_vision_v*) continue ;; esac
+    mkdir -p "$repo/bench/results/levers_42/$lever/scores"
+    cp "$scores" "$repo/bench/results/levers_42/$lever/scores/"
   done
   for suite in "$out"/dmc_vision_v*/; do
     suite=$(basename "$suite")

@@ -185,6 +185,24 @@ def test_episode_strips_sums_rewards_per_segment_and_lays_frames_side_by_side():
     assert strip.shape == (2, 9, 3) and list(strip[0, ::3, 0]) == [0, 2, 4]
 
 
+def test_episode_strips_reads_saved_episodes_without_a_model(tmp_path):
+    """--saved: returns and per-segment sums of the files as written, strips of the worst and the best episode."""
+    from tests.conftest import ROOT
+
+    for name, reward in (("a", [0, 1, 1, 1]), ("b", [0, 5, 0, 2])):
+        image = np.full((4, 2, 2, 3), ord(name), np.uint8)
+        np.savez(tmp_path / f"{name}.npz", reward=np.array(reward, np.float32), image=image)
+    out = tmp_path / "strips"
+    subprocess.run([sys.executable, str(ROOT / "research" / "episode_strips.py"), "--saved", str(tmp_path / "*.npz"),
+                    "--segment", "2", "--frame-every", "2", "--out", str(out)], check=True, capture_output=True)
+    result = json.loads((tmp_path / "strips.json").read_text())
+    assert result["returns"] == [3.0, 7.0] and result["segment_returns"] == [[1.0, 2.0], [5.0, 2.0]]
+    from PIL import Image
+
+    worst, best = (np.asarray(Image.open(tmp_path / f"strips_{name}.png")) for name in ("worst", "best"))
+    assert worst.shape == (2, 4, 3) and (worst == ord("a")).all() and (best == ord("b")).all()
+
+
 def test_first_reward_tells_start_states_from_reached_rewards(tmp_path):
     """Episodes written as the layout has them (reward[0] = 0 before any action), sorted and placed by hand."""
     first_reward = _load_research_module("first_reward")

@@ -113,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     suite.add_argument("--out", required=True, metavar="DIR", help="runs/, scores/ and results/ go here")
     suite.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key for every run")
     suite.add_argument("--action-repeat", action="extend", nargs="+", default=[], metavar="TASK=N",
-                       help="action repeat of tasks outside PlaNet's table, e.g. gym:Pendulum-v1=2 dmc:hopper-hop=4")
+                       help="action repeat of tasks outside PlaNet's table (other dmc: tasks: 2, as DreamerV3 and DrQ-v2), "
+                            "e.g. gym:Pendulum-v1=2 dmc:hopper-hop=4")
     suite.add_argument("--method", default="planet_sac", help="method name of the score records and file (default: planet_sac)")
     suite.add_argument("--eval-episodes", type=int, default=10, help="final evaluation episodes of the headline policy (policy.test)")
     suite.add_argument("--compare-episodes", type=int, default=5,

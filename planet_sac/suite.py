@@ -59,7 +59,11 @@ ACTION_REPEAT = {
     "dmc:walker-walk": 2,
 }
 """PlaNet's action repeat of its six DeepMind Control tasks (Hafner et al. 2019, table of hyper parameters); the
-only setting a suite changes per task. Any other task needs `--action-repeat TASK=N`."""
+only setting a suite changes per task. Other DeepMind Control tasks get `DMC_ACTION_REPEAT`; any other task needs
+`--action-repeat TASK=N`."""
+DMC_ACTION_REPEAT = 2
+"""The action repeat of a DeepMind Control task outside PlaNet's table: DreamerV3's and DrQ-v2's for every DMC
+task."""
 PLANET_TASKS = tuple(ACTION_REPEAT)
 METHOD = "planet_sac"
 SUITE_KEYS = ("env.task", "env.action_repeat", "env.seed", "seed")
@@ -114,7 +118,8 @@ def scores_path(out: str, task: str, obs: str, method: str = METHOD) -> str:
 
 
 def action_repeats(tasks: Sequence[str], explicit: Sequence[str] = ()) -> dict[str, int]:
-    """{task: action repeat}: PlaNet's table, overridden by `TASK=N` strings; a task in neither is an error."""
+    """{task: action repeat}: `TASK=N` strings first, then PlaNet's table, then `DMC_ACTION_REPEAT` for another
+    `dmc:` task (logged); any other task in none of them is an error."""
     given: dict[str, int] = {}
     for item in explicit:
         task, sep, value = item.rpartition("=")
@@ -126,10 +131,15 @@ def action_repeats(tasks: Sequence[str], explicit: Sequence[str] = ()) -> dict[s
         raise ConfigError(f"--action-repeat names {', '.join(unknown)}, which is not in --tasks")
     repeats = {}
     for task in tasks:
-        if task not in given and task not in ACTION_REPEAT:
+        if task in given or task in ACTION_REPEAT:
+            repeats[task] = given.get(task, ACTION_REPEAT.get(task, 0))
+        elif task.startswith("dmc:"):
+            repeats[task] = DMC_ACTION_REPEAT
+            log.info("%s: action repeat %d (not in PlaNet's table; DreamerV3's and DrQ-v2's for every DMC task; "
+                     "--action-repeat %s=N sets another)", task, DMC_ACTION_REPEAT, task)
+        else:
             raise ConfigError(f"{task} has no action repeat in PlaNet's table ({', '.join(PLANET_TASKS)}); "
                               f"give one with --action-repeat {task}=N")
-        repeats[task] = given.get(task, ACTION_REPEAT.get(task, 0))
     return repeats
 
 

@@ -66,6 +66,9 @@ def test_action_repeat_table_and_explicit_values():
         "dmc:cheetah-run": 2, TASK: 3}
     with pytest.raises(ConfigError, match=r"gym:Pendulum-v1 has no action repeat.*--action-repeat gym:Pendulum-v1=N"):
         suite.action_repeats([TASK])
+    # another DMC task: Dreamer's and DrQ-v2's 2 (their score files' setting), unless given
+    assert suite.action_repeats(["dmc:hopper-stand", "dmc:cheetah-run"]) == {"dmc:hopper-stand": 2, "dmc:cheetah-run": 4}
+    assert suite.action_repeats(["dmc:hopper-stand"], ["dmc:hopper-stand=4"]) == {"dmc:hopper-stand": 4}
     for bad in ([f"{TASK}=0"], [f"{TASK}=x"], ["2"]):
         with pytest.raises(ConfigError, match="expected TASK=N"):
             suite.action_repeats([TASK], bad)

@@ -224,6 +224,8 @@ run)
     for arg in $args; do
       case $arg in --*) extra+=("$arg") ;; *) extra+=(--set "$arg") ;; esac
     done
+    # nice orders work within this session only; another session's work shares the CPU with it by autogroup
+    # (docs/performance.md): raise that session's weight with `echo 15 > /proc/PID/autogroup`
     PYTHONPATH=$src nice -n 5 "$repo/.venv/bin/python" -m planet_sac suite --config "$config_file" \
       --tasks "$task" --seeds "$seed" --env-steps "$steps" --out "$out/$folder" "${extra[@]}" < /dev/null
   done

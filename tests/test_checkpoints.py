@@ -1,8 +1,20 @@
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from planet_sac.checkpoints import Checkpointer, CheckpointError, list_variables, named_variables, resolve, restore_filtered
+from planet_sac.checkpoints import (
+    Checkpointer,
+    CheckpointError,
+    checkpoint_files,
+    find_run_config,
+    list_variables,
+    named_variables,
+    resolve,
+    restore_filtered,
+)
+from planet_sac.config import ConfigError
 
 
 class Net(tf.Module):
@@ -31,6 +43,18 @@ def test_names_are_hierarchical_and_listed(tmp_path):
                      "world_model/encoder/kernel": [2, 3], "world_model/rssm/bias": [3]}
 
 
+def test_two_different_variables_under_one_name_are_refused_one_variable_twice_is_not():
+    """Two variables named alike would share one checkpoint entry, one of them restored with the other's value; the same
+    variable reached through two modules is one entry."""
+    first = Net(1.0)
+    with pytest.raises(CheckpointError, match="two different variables are both named 'sac/actor/kernel'"):
+        named_variables([first, Net(2.0)])
+    shared = tf.Module()
+    shared.kernel = first.kernel
+    named = named_variables([first, shared])
+    assert list(named) == list(named_variables([first])) and named["world_model/encoder/kernel"] is first.kernel
+
+
 def test_resolve_accepts_logdir_checkpoints_folder_and_prefix(tmp_path):
     saved(tmp_path)
     prefix = str(tmp_path / "run" / "checkpoints" / "ckpt-7")
@@ -39,6 +63,33 @@ def test_resolve_accepts_logdir_checkpoints_folder_and_prefix(tmp_path):
     assert resolve(prefix) == prefix
     with pytest.raises(CheckpointError, match="no checkpoint at"):
         resolve(str(tmp_path / "elsewhere"))
+
+
+def test_the_newest_checkpoint_is_the_largest_number_and_other_names_are_no_checkpoints(tmp_path):
+    """ckpt-9 and ckpt-10: the newest is ckpt-10 (sorted by name, ckpt-9 would be); a hand-made `ckpt-best.index`
+    beside them is not one of the run's checkpoints."""
+    directory = str(tmp_path / "checkpoints")
+    net = Net(9.0)
+    checkpointer = Checkpointer(directory, named_variables([net]))
+    checkpointer.save(9)
+    net.kernel.assign(tf.fill([2, 3], 10.0))
+    checkpointer.save(10)
+    open(f"{directory}/ckpt-best.index", "w").close()
+    assert [os.path.basename(prefix) for prefix in checkpoint_files(directory)] == ["ckpt-9", "ckpt-10"]
+    assert resolve(str(tmp_path)).endswith("ckpt-10")
+    restored = Net(0.0)
+    assert Checkpointer(directory, named_variables([restored])).restore_latest().endswith("ckpt-10")
+    np.testing.assert_array_equal(restored.kernel.numpy(), 10.0)
+
+
+def test_the_run_config_is_found_from_a_logdir_its_checkpoints_folder_or_a_prefix(tmp_path):
+    saved(tmp_path)
+    (tmp_path / "run" / "config.yaml").write_text("seed: 123\n")
+    run = tmp_path / "run"
+    for path in (run, run / "checkpoints", run / "checkpoints" / "ckpt-7"):
+        assert find_run_config(str(path)).seed == 123, path
+    with pytest.raises(ConfigError, match="has no config.yaml"):
+        find_run_config(str(tmp_path / "elsewhere"))
 
 
 def test_filtered_restore_restores_exactly_the_matched_variables(tmp_path):
@@ -159,6 +210,14 @@ def two_checkpoints(directory: str) -> None:
     'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
     "all_model_checkpoint_timestamps: 5.0\nlast_preserved_timestamp: 1.0\n",  # older than a save that finished its files
     None,  # the state file lost (a copied folder)
+    'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n',
+    # both listed, without timestamps (the manager would rotate neither)
+    'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n'
+    "all_model_checkpoint_timestamps: 5.0\nall_model_checkpoint_timestamps: 6.0\nlast_preserved_timestamp: 10.0\n",
+    # both listed, older than the last preserved time (the manager would keep them forever)
+    'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n'
+    "all_model_checkpoint_timestamps: 5.0\nall_model_checkpoint_timestamps: 6.0\nlast_preserved_timestamp: 1.0\n",
+    # both listed, the older named latest
 ])
 def test_resume_finds_the_newest_checkpoint_whatever_the_state_file_says(tmp_path, state):
     directory = str(tmp_path / "checkpoints")
@@ -171,6 +230,7 @@ def test_resume_finds_the_newest_checkpoint_whatever_the_state_file_says(tmp_pat
     assert resolve(str(tmp_path)).endswith("ckpt-2")  # evaluate, collect --reload-every, --restore-from
     restored = Net(0.0)
     checkpointer = Checkpointer(directory, named_variables([restored]))
+    assert checkpointer.latest.endswith("ckpt-2") and tf.train.latest_checkpoint(directory).endswith("ckpt-2")
     assert checkpointer.restore_latest().endswith("ckpt-2")
     np.testing.assert_array_equal(restored.kernel.numpy(), 2.0)
     # The rebuilt state lists both, relative to the folder, and rotation still deletes the oldest.

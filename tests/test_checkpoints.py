@@ -122,6 +122,52 @@ def test_patterns_match_from_the_start_of_a_name_as_planets_re_match(tmp_path):
     assert report.untouched == ["optimizer/world_model/m/world_model/encoder/kernel", "sac/actor/kernel"]
 
 
+def test_several_include_patterns_select_their_union_and_each_must_match(tmp_path):
+    saved(tmp_path, scale=5.0)
+    fresh = Net(scale=0.0)
+    report = restore_filtered(named_variables([fresh]), str(tmp_path / "run"), include=["world_model/encoder/", "sac/"])
+    assert report.restored == ["sac/actor/kernel", "world_model/encoder/kernel"]
+    np.testing.assert_array_equal(fresh.actor.numpy(), 5.0)
+    np.testing.assert_array_equal(fresh.kernel.numpy(), 5.0)
+    np.testing.assert_array_equal(fresh.bias.numpy(), 0.0)
+    other = Net(scale=0.0)
+    with pytest.raises(CheckpointError, match="--include 'policy/' matches no variable"):  # a typo in the second
+        restore_filtered(named_variables([other]), str(tmp_path / "run"), include=["world_model/", "policy/"])
+    np.testing.assert_array_equal(other.kernel.numpy(), 0.0)
+
+
+def test_the_report_tells_the_checkpoints_variables_from_the_runs(tmp_path):
+    """The checkpoint has counters/step, which this run lacks; this run has sac/log_alpha, which the checkpoint lacks:
+    `skipped` counts the checkpoint's variables not taken, `untouched` this run's variables not restored. The
+    report names the checkpoint and its step."""
+    step = tf.Variable(1234, dtype=tf.int64, name="step")
+    Checkpointer(str(tmp_path / "run" / "checkpoints"), named_variables([Net(5.0)], extra={"counters/step": step})).save(1234)
+    fresh = Net(0.0)
+    variables = named_variables([fresh], extra={"sac/log_alpha": tf.Variable(0.0, name="log_alpha")})
+    report = restore_filtered(variables, str(tmp_path / "run"), include=["world_model/"])
+    assert report.skipped == ["counters/step", "optimizer/world_model/m/world_model/encoder/kernel", "sac/actor/kernel"]
+    assert report.untouched == ["optimizer/world_model/m/world_model/encoder/kernel", "sac/actor/kernel", "sac/log_alpha"]
+    assert report.summary() == ("restored 2 (world_model 2); not taken from the checkpoint 3 (counters 1, optimizer 1, "
+                                "sac 1); at their initial values 3 (optimizer 1, sac 2)")
+    assert report.step == 1234 and report.prefix.endswith("ckpt-1234")
+    # Everything from a checkpoint of the same variables: nothing left on either side, and no step stored.
+    saved(tmp_path / "same", scale=5.0)
+    report = restore_filtered(named_variables([Net(0.0)]), str(tmp_path / "same" / "run"))
+    assert report.summary() == ("restored 4 (optimizer 1, sac 1, world_model 2); not taken from the checkpoint 0; "
+                                "at their initial values 0")
+    assert report.step is None
+
+
+def test_a_selected_variable_the_checkpoint_lacks_is_refused_before_anything_is_assigned(tmp_path):
+    saved(tmp_path, scale=5.0)
+    fresh = Net(0.0)
+    variables = named_variables([fresh], extra={"world_model/decoder/kernel": tf.Variable(tf.zeros([2]), name="decoder")})
+    with pytest.raises(CheckpointError, match=r"1 selected variables are not in .*, e.g. 'world_model/decoder/kernel'; "
+                                              r"narrow --include or add --exclude"):
+        restore_filtered(variables, str(tmp_path / "run"), include=["world_model/"])
+    np.testing.assert_array_equal(fresh.kernel.numpy(), 0.0)
+
+
 def test_no_include_pattern_restores_everything_but_never_what_belongs_to_the_run(tmp_path):
     saved(tmp_path, scale=5.0)
     fresh = Net(scale=0.0)

@@ -197,6 +197,16 @@ def test_resume_needs_every_variable_of_the_run_but_the_optional_ones(tmp_path):
     assert counter.numpy() == 3.0
 
 
+def test_resume_refuses_checkpoints_of_other_shapes_in_one_line(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    Checkpointer(directory, named_variables([Net(1.0)])).save(1)
+    other = Net(0.0, shape=(4, 3))
+    with pytest.raises(CheckpointError, match=r"shape mismatch for optimizer/world_model/m/world_model/encoder/kernel: "
+                                              r"the checkpoints of .* have \[2, 3\], this run needs \[4, 3\]; use a new logdir"):
+        Checkpointer(directory, named_variables([other])).restore_latest()
+    np.testing.assert_array_equal(other.bias.numpy(), 0.0)
+
+
 def test_include_matching_nothing_is_rejected(tmp_path):
     saved(tmp_path)
     with pytest.raises(CheckpointError, match="--include 'policy/' matches no variable"):
@@ -225,6 +235,11 @@ def test_exact_resume_falls_back_when_the_newest_checkpoint_is_damaged(tmp_path)
     prefix = Checkpointer(directory, named_variables([restored])).restore_latest()
     assert prefix.endswith("ckpt-1")
     np.testing.assert_array_equal(restored.kernel.numpy(), 1.0)
+    # The damaged one, both its files, is moved out of the rotation (kept, in damaged/), so that the next saves
+    # rotate the good ones only.
+    assert [os.path.basename(prefix) for prefix in checkpoint_files(directory)] == ["ckpt-1"]
+    damaged = sorted(os.listdir(f"{directory}/damaged"))
+    assert len(damaged) == 2 and damaged[0].startswith("ckpt-2.data-") and damaged[1] == "ckpt-2.index"
 
 
 def test_missing_shard_falls_back_and_all_damaged_is_a_clear_error(tmp_path):
@@ -238,7 +253,14 @@ def test_missing_shard_falls_back_and_all_damaged_is_a_clear_error(tmp_path):
     assert Checkpointer(directory, named_variables([Net(0.0)])).restore_latest() == first
     for path in tf.io.gfile.glob(first + ".data-*"):
         tf.io.gfile.remove(path)
-    with pytest.raises(CheckpointError, match="no readable checkpoint"):
+    with pytest.raises(CheckpointError, match=r"no readable checkpoint in .*: 1 unreadable, the newest ckpt-1 \("):
+        Checkpointer(directory, named_variables([Net(0.0)])).restore_latest()
+    # Two damaged at once: the line names the newest, the one a resume would have taken.
+    directory = str(tmp_path / "two")
+    two_checkpoints(directory)
+    for path in tf.io.gfile.glob(f"{directory}/ckpt-*.data-*"):
+        tf.io.gfile.remove(path)
+    with pytest.raises(CheckpointError, match=r"no readable checkpoint in .*: 2 unreadable, the newest ckpt-2 \("):
         Checkpointer(directory, named_variables([Net(0.0)])).restore_latest()
 
 

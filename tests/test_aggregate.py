@@ -14,6 +14,18 @@ def test_iqm_cuts_a_quarter_of_the_runs_at_each_end():
         aggregate.iqm([])
 
 
+def test_iqm_is_scipys_trim_mean_of_a_quarter_for_every_number_of_runs():
+    """rliable's IQM is `scipy.stats.trim_mean(x, 0.25)`: for 1 to 40 runs the same value. 10 runs cut 2 at each end,
+    not 3: [0, 0, 0, 1, 2, 3, 4, 100, 200, 300] gives (0 + 1 + 2 + 3 + 4 + 100) / 6."""
+    from scipy import stats
+
+    g = np.random.default_rng(0)
+    for n in range(1, 41):
+        values = g.exponential(100.0, n)
+        assert aggregate.iqm(values) == pytest.approx(stats.trim_mean(values, 0.25), rel=1e-12), n
+    assert aggregate.iqm([0, 0, 0, 1, 2, 3, 4, 100, 200, 300]) == pytest.approx(110 / 6)
+
+
 def test_window_scores_average_each_runs_points_inside_the_window():
     records = [
         {"task": "dmc_a", "seed": 0, "xs": [80_000, 90_000, 100_000, 110_000, 120_000], "ys": [1, 10, 20, 30, 99]},
@@ -23,6 +35,12 @@ def test_window_scores_average_each_runs_points_inside_the_window():
     ]
     assert aggregate.window_scores(records) == {"dmc_a": [20.0, 4.0], "dmc_b": [3.0]}
     assert aggregate.window_scores(records, (0, 85_000), tasks=["dmc_a"]) == {"dmc_a": [1.0, 7.0]}
+    assert aggregate.window_scores(records, tasks=["dmc_b"]) == {"dmc_b": [3.0]}  # dmc_a has points in the window
+
+
+def test_a_runs_score_is_the_mean_of_its_points_in_the_window_not_their_median():
+    records = [{"task": "dmc_a", "seed": 0, "xs": [90_000, 95_000, 100_000, 105_000], "ys": [0, 0, 0, 40]}]
+    assert aggregate.window_scores(records) == {"dmc_a": [10.0]}
 
 
 def test_bootstrap_of_one_task_with_two_runs():
@@ -53,6 +71,15 @@ def test_bootstrap_interval_narrows_with_more_runs_and_is_reproducible():
     assert aggregate.stratified_bootstrap(few, reps=2000) == aggregate.stratified_bootstrap(few, reps=2000)
     with pytest.raises(ValueError, match="at least one run"):
         aggregate.stratified_bootstrap({"a": []})
+
+
+def test_the_interval_is_a_function_of_the_seed():
+    """50 resamples of 20 spread-out runs: the interval's ends fall between resampled IQMs, so two unseeded draws would
+    not agree; one seed always gives the same interval, another seed another one."""
+    runs = {"a": list(np.random.default_rng(1).normal(100, 30, 20))}
+    first = aggregate.stratified_bootstrap(runs, reps=50, seed=3)
+    assert aggregate.stratified_bootstrap(runs, reps=50, seed=3) == first
+    assert aggregate.stratified_bootstrap(runs, reps=50, seed=4)[1:] != first[1:]
 
 
 def test_interval_is_the_central_percentile_interval():

@@ -384,7 +384,7 @@ class EpisodeReplay:
         if padded_length > length:
             episode = pad_with_absorbing_state(episode, padded_length)
 
-        if "discount" in episode and bool(np.any(episode["discount"] < 1.0)):
+        if terminated:
             self.stats["terminated_episodes"] += 1
         if self._spec is None:
             self._spec = EpisodeSpec.from_episode(episode)

@@ -367,6 +367,21 @@ def test_episodes_ending_in_a_termination_are_counted(tmp_path):
     assert replay.stats["terminated_episodes"] == 1
 
 
+def test_only_a_discount_of_0_ends_an_episode_in_a_termination(tmp_path):
+    """Episodes whose last discount is 0.5 (discounts may be anything in [0, 1]) did not terminate: the short one is
+    skipped as too short, not padded; the other gets no absorbing steps (13 entries, chunks of 7: starts 0 to 6) and
+    is no terminated episode."""
+    for tag, length in ((1, 3), (2, 12)):
+        episode = make_episode(tag, length=length)
+        episode["discount"][-1] = 0.5
+        np.savez_compressed(tmp_path / episode_filename(length, now=BASE_TIME + dt.timedelta(seconds=tag)), **episode)
+    replay = EpisodeReplay(str(tmp_path), chunk_length=7, every=2, seed=0, absorbing_steps=2)
+    chunks = take(replay.iter_with_info(), 200)
+    assert {tag_of(chunk) for chunk, _ in chunks} == {2} and {info.start for _, info in chunks} == set(range(7))
+    assert replay.stats["too_short_skipped"] == 1 and replay.stats["padded_episodes"] == 0
+    assert replay.stats["terminated_episodes"] == 0
+
+
 def test_too_short_episodes_are_skipped_with_one_warning(tmp_path, warnings_log):
     short = put(tmp_path, 0, length=20)  # 21 steps
     put(tmp_path, 1, length=29)  # 30 steps: exactly one chunk

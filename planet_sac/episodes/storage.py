@@ -246,7 +246,7 @@ def load_episode(path: str, spec: EpisodeSpec | None = None, max_bytes: int = 2*
         raise BadEpisodeError("too large", f"file has {size} bytes > max_bytes={max_bytes}")
     with tf.io.gfile.GFile(path, "rb") as file:
         data = file.read()
-    if not zipfile.is_zipfile(io.BytesIO(data)):
+    if not zipfile.is_zipfile(io.BytesIO(data)) or not data.startswith(_NPZ_STARTS):
         raise BadEpisodeError("not a zip/npz file", f"{len(data)} bytes, truncated or wrong format")
 
     try:
@@ -266,6 +266,11 @@ def load_episode(path: str, spec: EpisodeSpec | None = None, max_bytes: int = 2*
 
     validate_episode(episode, spec)
     return _canonical(episode)
+
+
+_NPZ_STARTS = (b"PK\x03\x04", b"PK\x05\x06")
+"""How a file np.load reads as a zip begins (a member, or an empty archive's end); zipfile also finds an archive behind
+other bytes, which np.load would try to unpickle."""
 
 
 def _check_archive(data: bytes, max_bytes: int) -> None:

@@ -191,6 +191,13 @@ def test_zip_features_zipfile_cannot_read_are_a_corrupt_archive(tmp_path, good_f
     assert "\n" not in str(error)
 
 
+def test_a_zip_behind_other_bytes_is_no_npz_file(tmp_path, good_file):
+    """zipfile finds an archive behind a prefix (a self-extracting archive); np.load does not, it tries to unpickle
+    the bytes: the file is no npz file (it was counted as "object arrays are not allowed")."""
+    data = open(good_file, "rb").read()
+    expect_bad(write_bytes(tmp_path / "prefixed.npz", b"#!/bin/sh\n" + data), "not a zip/npz file")
+
+
 def test_empty_file(tmp_path):
     path = tmp_path / "empty.npz"
     path.write_bytes(b"")

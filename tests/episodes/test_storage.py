@@ -130,6 +130,18 @@ def test_save_refuses_keys_np_savez_would_take_as_its_arguments(tmp_path, key):
     np.testing.assert_array_equal(loaded["allow"], extra)
 
 
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    def rename(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    with pytest.raises(OSError, match="disk full"):
+        save_episode(str(tmp_path), make_episode())
+    assert os.listdir(tmp_path) == []
+
+
 def test_atomic_write_leaves_no_temp_and_list_ignores_partials(tmp_path):
     paths = [save_episode(str(tmp_path), make_episode(seed=i)) for i in range(3)]
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)  # no temp files left
@@ -253,7 +265,7 @@ def test_wrong_dtype(tmp_path, key, value, detail):
 @pytest.mark.parametrize(
     "key, shape",
     [("image", (21, 8, 8)), ("image", (21, 8, 8, 4)), ("image", (21, 8, 0, 3)), ("state", (21,)), ("reward", (21, 1)),
-     ("state", (21, 0)), ("action", (21, 0))],
+     ("state", (21, 0)), ("action", (21, 0)), ("discount", (21, 1))],
 )
 def test_wrong_shape(tmp_path, key, shape):
     episode = make_episode(length=20)
@@ -293,9 +305,10 @@ def test_float64_values_beyond_float32_range_are_refused_not_turned_into_inf(tmp
 
 
 def test_discount_out_of_range(tmp_path):
-    episode = make_episode()
-    episode["discount"][3] = 1.5
-    expect_bad(write_npz(tmp_path / "bad.npz", **episode), "discount out of range")
+    for value in (1.5, -0.5):
+        episode = make_episode()
+        episode["discount"][3] = value
+        expect_bad(write_npz(tmp_path / "bad.npz", **episode), "discount out of range")
 
 
 def test_spec_mismatch(tmp_path):
@@ -320,6 +333,21 @@ def test_max_bytes_guard_on_legit_file(good_file):
     assert "max_bytes=1000" in str(error)
 
 
+def test_a_file_larger_than_max_bytes_is_refused_by_its_size(tmp_path):
+    """Random bytes do not compress: this file is larger than what its members declare, so a limit between the two
+    is the file's size that is refused, before the file is read."""
+    rng = np.random.default_rng(0)
+    episode = make_episode(length=20, image=8)
+    episode["image"] = rng.integers(0, 256, episode["image"].shape, dtype=np.uint8)
+    path = save_episode(str(tmp_path), episode)
+    size = os.path.getsize(path)
+    with zipfile.ZipFile(path) as archive:
+        declared = sum(member.file_size for member in archive.infolist())
+    assert declared < size
+    error = expect_bad(path, "too large", max_bytes=(declared + size) // 2)
+    assert f"file has {size} bytes" in str(error)
+
+
 def test_zip_bomb_rejected_before_decompressing(tmp_path):
     # 64 MB of zeros compress to ~64 KB; the declared size gives it away.
     path = tmp_path / "bomb.npz"
@@ -340,7 +368,8 @@ def test_header_lying_about_shape(tmp_path):
     path = tmp_path / "liar.npz"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("image.npy", header.getvalue() + b"\0" * 16)
-    expect_bad(path, "corrupt archive")
+    error = expect_bad(path, "corrupt archive")
+    assert "header shape (1099511627776,) exceeds its declared size" in str(error)  # found before any allocation
 
 
 def test_unexpected_member(tmp_path):

@@ -95,6 +95,20 @@ def test_same_seed_same_stream(tmp_path):
     assert [info for _, info in streams[0]] == [info for _, info in streams[1]]
 
 
+def test_episodes_that_differ_in_their_rewards_only_are_sampled_by_content_not_by_name(tmp_path):
+    """make_episode's actions are all alike, its rewards differ (test_determinism's episodes differ in their actions):
+    the same files under names in the reverse order give the same chunks."""
+    streams = []
+    for folder, seconds in (("a", range(6)), ("b", range(5, -1, -1))):
+        os.makedirs(tmp_path / folder)
+        for tag, second in zip(range(6), seconds):
+            name = episode_filename(40, now=BASE_TIME + dt.timedelta(seconds=second))
+            np.savez_compressed(tmp_path / folder / name, **make_episode(tag))
+        replay = EpisodeReplay(str(tmp_path / folder), chunk_length=5, every=4, seed=7)
+        streams.append([(tag_of(chunk), info.start, info.source) for chunk, info in take(replay.iter_with_info(), 40)])
+    assert streams[0] == streams[1]
+
+
 def test_keys_and_several_directories(tmp_path):
     put(tmp_path / "a", 1)
     put(tmp_path / "b", 2)
@@ -171,9 +185,23 @@ def test_a_pass_is_all_recent_while_the_cache_is_empty_then_half_of_every_rounde
     assert len({tag_of(chunk) for chunk, _ in first}) == 5
     for tag in range(10, 16):
         put(tmp_path, tag)
+    assert replay.stats["passes"] == 1
     second = take(iterator, 5)  # a cache of 7: ceil(5 / 2) = 3 of the 6 new episodes, then 2 from the cache
     assert sorted(info.source for _, info in second) == ["cache"] * 2 + ["recent"] * 3
     assert {tag_of(chunk) for chunk, info in second if info.source == "recent"} <= set(range(10, 16))
+    assert replay.stats["passes"] == 2
+
+
+def test_which_recent_episodes_a_pass_takes_is_drawn_by_the_seed(tmp_path):
+    """7 new episodes, a pass of 5 with an empty cache: each seed takes 5 different ones, not every seed the same 5."""
+    for tag in range(7):
+        put(tmp_path, tag)
+    chosen = set()
+    for seed in range(8):
+        tags = [tag_of(chunk) for chunk in take(iter(EpisodeReplay(str(tmp_path), chunk_length=5, every=5, seed=seed)), 5)]
+        assert len(set(tags)) == 5
+        chosen.add(frozenset(tags))
+    assert len(chosen) > 1
 
 
 def test_max_episodes_drops_the_oldest(tmp_path):
@@ -211,6 +239,18 @@ def test_max_episodes_fills_the_cache_with_the_newest_usable_files(tmp_path):
     tags = {tag_of(chunk) for chunk in take(iter(replay), 100)}
     assert tags == {2, 3}
     assert replay.stats["files_loaded"] == 2 and replay.stats["files_skipped"] == 1
+    assert replay.stats["files_ignored"] == 2
+
+
+def test_with_several_folders_max_episodes_keeps_the_newest_files_of_all(tmp_path):
+    """Files are ordered by the time stamps of their names across the folders, not folder by folder: with a cap of 2
+    the two newest are loaded, both in the first folder."""
+    for tag in (5, 6):
+        put(tmp_path / "a", tag)
+    for tag in (1, 2):
+        put(tmp_path / "b", tag)
+    replay = EpisodeReplay([str(tmp_path / "a"), str(tmp_path / "b")], chunk_length=5, every=4, max_episodes=2, seed=0)
+    assert {tag_of(chunk) for chunk in take(iter(replay), 40)} == {5, 6}
     assert replay.stats["files_ignored"] == 2
 
 

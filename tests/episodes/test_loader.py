@@ -5,7 +5,9 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import itertools
+import json
 import os
+import shutil
 import time
 
 import numpy as np
@@ -553,6 +555,63 @@ def test_make_dataset_batches(tmp_path):
     subset, _ = make_dataset(str(tmp_path), batch_size=2, chunk_length=5, keys=("image", "action"), seed=0)
     batch = next(iter(subset))
     assert set(batch) == {"image", "action"} and batch["image"].shape == (2, 5, 64, 64, 3)
+
+
+def test_with_prefetch_0_no_chunk_is_drawn_ahead_of_the_consumer(tmp_path):
+    """tf.data would otherwise put a prefetch of its own behind the batches (inject_prefetch): a thread drawing chunks,
+    and scanning the folders, at moments set by timing. A run's op determinism happens to prevent that too; a script
+    that calls make_dataset without it has only make_dataset's option (here: op determinism off for the test)."""
+    from tensorflow.python.framework import config as tf_config  # the public API can enable it only
+
+    for tag in range(3):
+        put(tmp_path, tag)
+    tf_config.disable_op_determinism()
+    try:
+        dataset, replay = make_dataset(str(tmp_path), batch_size=2, chunk_length=5, every=4, seed=0, prefetch=0)
+        batches = iter(dataset)
+        for _ in range(3):
+            next(batches)
+        time.sleep(0.5)
+    finally:
+        tf_config.enable_op_determinism()
+    assert replay.stats["recent_yielded"] + replay.stats["cache_yielded"] == 6
+
+
+# ------------------------------------------------------------------ state
+
+
+def test_a_restored_replay_goes_on_as_the_one_whose_state_it_took(tmp_path):
+    """state() in the middle of a pass, through JSON, given to make_dataset over the run's folders moved elsewhere (named
+    with a trailing slash): the same chunks as the replay that went on, while four new files arrive, and then the same
+    state. The cache (max_episodes 5) drops its oldest by arrival, a0 a1 a2 b3 a4, not by name; the bad file,
+    rejected before the state was taken, is not read again."""
+    run = tmp_path / "run"
+    for tag in (0, 1, 2, 4):
+        put(run / "a", tag)
+    put(run / "b", 3)
+    with open(os.path.join(str(run / "a"), episode_filename(40, now=BASE_TIME + dt.timedelta(seconds=50))), "w") as file:
+        file.write("not an episode")
+
+    def folders(root):
+        return [str(root / "a") + "/", str(root / "b")]
+
+    original = EpisodeReplay(folders(run), chunk_length=5, every=4, max_episodes=5, seed=0)
+    chunks = original.iter_with_info()
+    take(chunks, 6)  # the first pass and half of the second
+    state = json.loads(json.dumps(original.state()))
+    assert len(state["pending"]) == 2 and state["scan_due"] and original.stats["files_skipped"] == 1
+    shutil.copytree(run, tmp_path / "moved")
+    for tag in range(10, 14):
+        path = put(tmp_path / "new", tag)
+        for root in (run, tmp_path / "moved"):
+            shutil.copy(path, root / "a")
+    dataset, restored = make_dataset(folders(tmp_path / "moved"), batch_size=2, chunk_length=5, every=4, max_episodes=5,
+                                     seed=1, prefetch=0, state=state)
+    expected = [(tag_of(chunk), int(chunk["state"][0, 0])) for chunk, _ in take(chunks, 40)]
+    got = [(int(batch["state"][row, 0, 1]), int(batch["state"][row, 0, 0])) for batch in dataset.take(20) for row in (0, 1)]
+    assert got == expected
+    assert {tag for tag, _ in expected[12:]} == {4, 10, 11, 12, 13}  # from the fourth pass on: a4 kept, b3 dropped
+    assert json.loads(json.dumps(restored.state())) == json.loads(json.dumps(original.state()))
 
 
 def test_folders_and_dangling_symlinks_named_like_episodes_are_counted_as_skipped(tmp_path, warnings_log):

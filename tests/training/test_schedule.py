@@ -65,3 +65,7 @@ def test_the_log_window_reports_the_time_since_its_last_record(monkeypatch):
     assert window.close() == {"train/steps_per_second": 2 / 4, "time/update_seconds": 3 / 2, "time/collect_seconds": 1.0}
     now[0] = 106.0  # a new window from 104: nothing happened in it
     assert window.close() == {"train/steps_per_second": 0.0, "time/update_seconds": 0.0, "time/collect_seconds": 0.0}
+    now[0] = 106.5
+    window.updated(since=106.0)  # a window of one 0.5 s update: its own time, not shared with an absent second
+    now[0] = 108.0
+    assert window.close() == {"train/steps_per_second": 1 / 2, "time/update_seconds": 0.5, "time/collect_seconds": 0.0}

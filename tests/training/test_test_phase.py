@@ -83,7 +83,23 @@ def assert_catch_up_records(logdir, train_policy: str) -> None:
     (test,) = [record for record in records if record["phase"] == "test"]
     assert "catchup/sac/q" in test and "test/return" in test
     collected = [record for record in records if "train/return" in record]
-    assert ("catchup/sac/q" in collected[0]) == (train_policy == "sac")
+    assert ("catchup/sac/q" in collected[0]) == (train_policy in ("sac", "sac_guided_cem"))  # those act with the head
+
+
+@pytest.mark.slow
+def test_the_head_catches_up_before_sac_guided_cem_collects(compare_config, tmp_path):
+    """policy.train=sac_guided_cem plans with the head's actor and critic, so the head catches up before that
+    collection as before the test phase: 10 updates, one collection and one test phase, 3 rounds before each."""
+    from planet_sac.training.trainer import Trainer
+
+    config = apply_overrides(compare_config, ["sac.catchup_rounds=3", "policy.train=sac_guided_cem", "policy.compare=[]"])
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    try:
+        trainer.run()
+        assert_catch_up_rounds(trainer, catchups=2)
+    finally:
+        trainer.close()
+    assert_catch_up_records(tmp_path / "run", "sac_guided_cem")
 
 
 def test_catch_up_needs_sac_updates(smoke_config):

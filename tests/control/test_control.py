@@ -274,6 +274,16 @@ def test_targets_start_equal_to_online_critics():
         np.testing.assert_array_equal(online.numpy(), target.numpy())
 
 
+def test_invert_gradients_acts_inside_the_bounds():
+    """sac.action_bounds=invert_gradients: the unsquashed Gaussian's mode 3 and its samples around it act as 1.0."""
+    _, sac = tiny_agent(action_size=1, action_bounds="invert_gradients")
+    actor_outputs(sac, 3.0, -5.0)
+    features = np.random.default_rng(5).normal(size=(4, 12)).astype(np.float32)
+    noise = np.array([[1.0], [-1.0], [0.0], [2.0]], np.float32)
+    for deterministic in (True, False):
+        np.testing.assert_array_equal(sac.act(features, noise, deterministic).numpy(), 1.0)
+
+
 # ----------------------------------------------------------------------------- the phase-gated policy
 
 SWITCHES = [("cem", "sac"), ("random", "sac_guided_cem"), ("sac", "cem"), ("sac_guided_cem", "random")]

@@ -66,6 +66,9 @@ def test_one_sac_update_matches_numpy(steps):
 
     assert float(metrics["sac/update_finite"]) == 1.0
     np.testing.assert_allclose(float(metrics["sac/critic_loss"]), critic_loss, rtol=1e-4)
+    np.testing.assert_allclose(float(metrics["sac/q"]), q1.mean(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(float(metrics["sac/entropy"]), -log_prob.mean(), rtol=1e-4)
+    np.testing.assert_allclose(float(metrics["sac/alpha"]), math.exp(float(sac.log_alpha.numpy())), rtol=1e-6)  # the stepped temperature
     np.testing.assert_allclose(float(metrics["sac/actor_loss"]), loss_pi, rtol=1e-4, atol=1e-5)
     # Adam's first step: -lr * sign(gradient), to within epsilon / |gradient|
     for critic, q, before in ((sac.critic1, q1, critics_before[0]), (sac.critic2, q2, critics_before[1])):
@@ -176,3 +179,29 @@ def test_return_normalization_scales_the_actors_q_by_the_targets_percentile_rang
     assert float(sac.return_scale()) == 1.0
     plain = SAC(SACConfig(units=16), F, A, seed=3)  # off by default: no variables, scale 1
     assert not any("return" in v.name for v in plain.variables) and float(plain.return_scale()) == 1.0
+
+
+def test_return_normalization_starts_at_scale_one_and_its_first_update_debiases_fully():
+    """Before any update the EMAs are zero and the scale is 1 (no 0 / 0); after the first, the debiased EMAs are
+    this batch's 5th and 95th percentiles (numpy's), so the scale is max(1, P95 - P5) of its critic targets."""
+    sac = SAC(SACConfig(units=16, discount=0.9, init_alpha=0.5, return_normalization=True), F, A, seed=3)
+    assert float(sac.return_scale()) == 1.0
+    g = np.random.default_rng(5)
+    feats, nfeats = g.normal(size=(N, F)).astype(np.float32), g.normal(size=(N, F)).astype(np.float32)
+    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
+    reward = (10 * g.normal(size=N)).astype(np.float32)
+    discount = np.ones(N, np.float32)
+    rng = tf.random.Generator.from_seed(8)
+    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    noise_next, noise_pi = clone.normal([N, A]).numpy(), clone.normal([N, A]).numpy()
+    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
+    y = reward + 0.9 * (ref.q_value(sac, nfeats, next_a, target=True) - 0.5 * next_lp)
+    a, lp = ref.sample(sac, feats, noise_pi)
+    unscaled_loss = np.mean(0.5 * lp - ref.q_value(sac, feats, a))  # scale 1 at the first update
+    metrics = sac.update(feats, action, reward, discount, nfeats, rng=rng)
+    assert float(metrics["sac/update_finite"]) == 1.0
+    np.testing.assert_allclose(float(metrics["sac/actor_loss"]), unscaled_loss, rtol=1e-4, atol=1e-6)
+    low, high = np.percentile(y, [5, 95])
+    assert high - low > 5.0
+    np.testing.assert_allclose(sac.return_range.numpy(), [0.01 * low, 0.01 * high], rtol=1e-4)
+    np.testing.assert_allclose(float(sac.return_scale()), high - low, rtol=1e-4)

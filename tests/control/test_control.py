@@ -47,6 +47,54 @@ def test_cem_finds_the_known_optimum_of_a_toy_return():
     assert np.all(first_step_error(action.numpy()) < first_step_error(one_iteration.numpy()))
 
 
+def test_each_iteration_samples_around_the_refit_of_the_last_iterations_elites():
+    """Every candidate by numpy from the search's own normal draws (the same stream, cloned): the first iteration
+    scores clip(N(0, 1), -1, 1); each next one clip(m + s * eps, -1, 1), m and s = sqrt(var + 1e-6) of the last
+    iteration's top_k candidates by score; each with fresh N(0, 1) latent noise; `iterations` of them; the plan is
+    the last refit's mean."""
+    model, _ = tiny_agent(action_size=2)
+    envs, horizon, count, top_k, iterations = 2, 3, 40, 6, 3
+    target = np.array([[0.6, -0.3], [-0.5, 0.2], [0.1, 0.7]], np.float32)
+    seen = []
+
+    def score(state, actions, noise):
+        seen.append((actions.numpy(), noise.numpy()))
+        return -tf.reduce_sum(tf.square(actions - target), [1, 2])
+
+    rng = tf.random.Generator.from_seed(6)
+    stream = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    config = CEMConfig(horizon=horizon, candidates=count, iterations=iterations, top_k=top_k)
+    action, plan = cem.search(model, model.rssm.initial(envs), config, rng, score=score)
+    assert len(seen) == iterations
+    mean, std = np.zeros([envs, 1, horizon, 2]), np.ones([envs, 1, horizon, 2])
+    for actions, noise in seen:
+        expected = np.clip(mean + std * stream.normal([envs, count, horizon, 2]).numpy(), -1.0, 1.0)
+        np.testing.assert_allclose(actions.reshape(expected.shape), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(noise, stream.normal([envs * count, horizon, TINY.stoch_size]).numpy())
+        returns = -np.sum(np.square(expected - target), (2, 3))
+        elites = np.take_along_axis(expected, np.argsort(-returns, 1)[:, :top_k, None, None], 1)
+        mean, std = elites.mean(1, keepdims=True), np.sqrt(elites.var(1, keepdims=True) + 1e-6)
+    assert np.abs(seen[0][0]).max() == 1.0  # N(0, 1) draws past the bounds were clipped
+    np.testing.assert_allclose(plan.numpy(), mean[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(action.numpy(), mean[:, 0, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_each_environment_plans_from_its_own_start_state():
+    """Three environments in different latent states, a return whose optimum is each start state's first two
+    deterministic units: each plan finds its own environment's, so its candidates were scored from its own state."""
+    model, _ = tiny_agent(action_size=2)
+    deter = np.zeros([3, TINY.deter_size], np.float32)
+    deter[:, :2] = [[0.5, -0.5], [-0.2, 0.6], [0.0, 0.3]]
+    state = {**model.rssm.initial(3), "deter": tf.constant(deter)}
+
+    def own_target(start, actions, noise):
+        return -tf.reduce_sum(tf.square(actions - start["deter"][:, None, :2]), [1, 2])
+
+    _, plan = cem.search(model, state, CEMConfig(horizon=2, candidates=200, iterations=5, top_k=20),
+                         tf.random.Generator.from_seed(2), score=own_target)
+    np.testing.assert_allclose(plan.numpy(), np.repeat(deter[:, None, :2], 2, 1), atol=0.05)
+
+
 def test_shift_plan_moves_the_plan_one_step_earlier_and_ends_it_with_a_zero_action():
     plan = tf.constant([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]])  # [B=1, H=3, A=2]
     np.testing.assert_array_equal(cem.shift_plan(plan).numpy(), [[[3.0, 4.0], [5.0, 6.0], [0.0, 0.0]]])
@@ -410,6 +458,24 @@ def test_guided_cem_draws_its_guide_fraction_of_the_population_from_the_actor():
     np.testing.assert_allclose(action.numpy(), -0.3, rtol=0, atol=1e-5)
 
 
+def test_guided_cem_rounds_its_guide_fraction_of_the_population_to_the_nearest_count():
+    """guide_fraction 0.38 of 10 candidates: round(3.8) = 4 trajectories of the actor's mode (actor_std 0: its constant
+    action -0.3) after the 6 sampled ones."""
+    model, sac = tiny_agent(action_size=1)
+    zero(sac.actor)
+    sac.actor.out.bias[0].assign(math.atanh(-0.3))
+    seen = []
+
+    def score(state, actions, noise):
+        seen.append(actions.numpy())
+        return tf.zeros([actions.shape[0]])
+
+    config = CEMConfig(horizon=2, candidates=10, iterations=1, top_k=2, actor_std=0.0)
+    cem.search(model, model.rssm.initial(1), config, tf.random.Generator.from_seed(1), sac, 0.38, score)
+    from_actor = np.all(np.abs(seen[0] + 0.3) < 1e-6, axis=(1, 2))
+    assert from_actor.tolist() == [False] * 6 + [True] * 4
+
+
 @pytest.mark.slow
 def test_cem_plans_and_guided_cem_follows_the_critic():
     """The CEM branch returns the planned action and the SAC-guided CEM branch follows the critic.
@@ -554,6 +620,31 @@ def test_actor_trajectories_sample_the_actor_or_its_mode_with_a_fixed_std(actor_
     else:
         np.testing.assert_allclose(first.std(0), actor_std, rtol=0.1)
         np.testing.assert_allclose(first.mean(0), mode, atol=3 * actor_std / np.sqrt(count) + 1e-4)
+
+
+def test_actor_trajectories_roll_the_model_forward_with_each_clipped_action():
+    """cem.actor_std=0.5 around modes near 0.9: each action is clip(tanh(mu(z_t)) + 0.5 eps_t, -1, 1), and z_t+1 the
+    model's prior step from z_t under that action; by numpy from the draws of the same stream (actions, then latents)."""
+    model, sac = tiny_agent(action_size=2)
+    g = np.random.default_rng(8)
+    for variable in model.rssm.variables:  # a prior that depends on the action
+        variable.assign(g.normal(0, 0.5, variable.shape).astype(np.float32))
+    sac.actor.out.bias.assign([1.5, 1.4, 0.0, 0.0])  # modes tanh(1.5) ~ 0.9: a third of the samples pass 1
+    count, horizon = 64, 3
+    state = {key: tf.constant(g.normal(size=value.shape), tf.float32) for key, value in model.rssm.initial(count).items()}
+    rng = tf.random.Generator.from_seed(9)
+    stream = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    actions = cem._actor_trajectories(model, sac, state, horizon, rng, 0.5).numpy()
+    action_noise = stream.normal([horizon, count, 2]).numpy()
+    latent_noise = stream.normal([horizon, count, TINY.stoch_size]).numpy()
+    stoch, deter = state["stoch"].numpy(), state["deter"].numpy()
+    for t in range(horizon):
+        mode = np.tanh(ref.actor(sac, np.concatenate([deter, stoch], -1))[0])
+        expected = np.clip(mode + 0.5 * action_noise[t], -1.0, 1.0)
+        np.testing.assert_allclose(actions[:, t], expected, rtol=1e-4, atol=1e-5, err_msg=f"step {t}")
+        step = ref.img_step(model.rssm, stoch, deter, expected, latent_noise[t])
+        stoch, deter = step["stoch"], step["deter"]
+    assert np.mean(actions == 1.0) > 0.1
 
 
 @pytest.mark.slow

@@ -40,7 +40,8 @@ def test_shift_plan_moves_one_step_and_appends_zero():
     np.testing.assert_array_equal(cem.shift_plan(tf.constant(plan)).numpy(), expected)
 
 
-def test_warm_start_passes_the_previous_plan_to_the_next_search(monkeypatch):
+def two_searches(monkeypatch, warm_start: bool) -> list:
+    """(initial_mean, final plan mean) of the searches of two CEM steps of one episode."""
     model = tiny_state_model()
     sac = SAC(SACConfig(units=8), model.rssm.feature_size, 1)
     calls = []
@@ -52,7 +53,7 @@ def test_warm_start_passes_the_previous_plan_to_the_next_search(monkeypatch):
         return action, mean
 
     monkeypatch.setattr(cem, "search", spy)
-    config = CEMConfig(horizon=3, candidates=16, iterations=2, top_k=4, warm_start=True)
+    config = CEMConfig(horizon=3, candidates=16, iterations=2, top_k=4, warm_start=warm_start)
     policy = Policy(model, sac, config, train="cem", test="cem")
     tf.config.run_functions_eagerly(True)
     try:
@@ -62,7 +63,17 @@ def test_warm_start_passes_the_previous_plan_to_the_next_search(monkeypatch):
         _, state = policy.act(obs, state, "test")
     finally:
         tf.config.run_functions_eagerly(False)
-    (first_start, first_plan), (second_start, _) = calls
+    return calls
+
+
+def test_without_warm_start_every_search_starts_from_the_zero_mean(monkeypatch):
+    calls = two_searches(monkeypatch, warm_start=False)
+    assert [start for start, _ in calls] == [None, None]
+    assert np.abs(calls[0][1]).max() > 0  # a plan to start from was there
+
+
+def test_warm_start_passes_the_previous_plan_to_the_next_search(monkeypatch):
+    (first_start, first_plan), (second_start, _) = two_searches(monkeypatch, warm_start=True)
     np.testing.assert_array_equal(first_start, np.zeros((1, 3, 1)))  # a new episode starts from the zero plan
     np.testing.assert_allclose(second_start, np.concatenate([first_plan[:, 1:], np.zeros((1, 1, 1))], 1))
 

@@ -146,6 +146,23 @@ def test_min_alpha_holds_the_temperature_at_its_floor_and_lets_it_rise(entropy_a
     assert float(sac.log_alpha.numpy()) == pytest.approx(expected, abs=1e-5)
 
 
+def _retnorm_batch_and_reference(sac, data_seed: int, reward_scale: float, rng_seed: int):
+    """A random batch (discount 1) for a SAC with discount 0.9 and alpha 0.5, and by numpy from the update's own
+    normal draws (a cloned stream): the critic targets y, the online critic's Q of the actor's sampled actions, and
+    their log-probabilities. Returns (batch, rng, y, q_pi, log_pi)."""
+    g = np.random.default_rng(data_seed)
+    feats, nfeats = g.normal(size=(N, F)).astype(np.float32), g.normal(size=(N, F)).astype(np.float32)
+    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
+    reward = (reward_scale * g.normal(size=N)).astype(np.float32)
+    rng = tf.random.Generator.from_seed(rng_seed)
+    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
+    noise_next, noise_pi = clone.normal([N, A]).numpy(), clone.normal([N, A]).numpy()
+    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
+    y = reward + 0.9 * (ref.q_value(sac, nfeats, next_a, target=True) - 0.5 * next_lp)
+    a, lp = ref.sample(sac, feats, noise_pi)
+    return (feats, action, reward, np.ones(N, np.float32), nfeats), rng, y, ref.q_value(sac, feats, a), lp
+
+
 def test_return_normalization_scales_the_actors_q_by_the_targets_percentile_range():
     """sac.return_normalization (DreamerV3's retnorm): the actor's loss is mean(alpha log pi - Q / S) with
     S = max(1, (hi - lo) / (1 - 0.99^n)) from the EMAs of the critic targets' 5th and 95th percentiles after n batches;
@@ -156,20 +173,10 @@ def test_return_normalization_scales_the_actors_q_by_the_targets_percentile_rang
     sac.return_updates.assign(3.0)
     scale = 32.0 / (1 - 0.99 ** 3)
     assert float(sac.return_scale()) == pytest.approx(scale, rel=1e-5)
-    g = np.random.default_rng(4)
-    feats, nfeats = g.normal(size=(N, F)).astype(np.float32), g.normal(size=(N, F)).astype(np.float32)
-    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
-    reward = (100 * g.normal(size=N)).astype(np.float32)
-    discount = np.ones(N, np.float32)
-    rng = tf.random.Generator.from_seed(7)
-    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
-    noise_next, noise_pi = clone.normal([N, A]).numpy(), clone.normal([N, A]).numpy()
-    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
-    y = reward + 0.9 * (ref.q_value(sac, nfeats, next_a, target=True) - 0.5 * next_lp)
-    a, lp = ref.sample(sac, feats, noise_pi)
-    expected_loss = np.mean(0.5 * lp - ref.q_value(sac, feats, a) / scale)
+    batch, rng, y, q_pi, lp = _retnorm_batch_and_reference(sac, data_seed=4, reward_scale=100, rng_seed=7)
+    expected_loss = np.mean(0.5 * lp - q_pi / scale)
 
-    metrics = sac.update(feats, action, reward, discount, nfeats, rng=rng)
+    metrics = sac.update(*batch, rng=rng)
     np.testing.assert_allclose(float(metrics["sac/actor_loss"]), expected_loss, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(sac.return_range.numpy(), 0.99 * np.array([-2.0, 30.0]) + 0.01 * np.percentile(y, [5, 95]),
                                rtol=1e-4)
@@ -186,19 +193,9 @@ def test_return_normalization_starts_at_scale_one_and_its_first_update_debiases_
     this batch's 5th and 95th percentiles (numpy's), so the scale is max(1, P95 - P5) of its critic targets."""
     sac = SAC(SACConfig(units=16, discount=0.9, init_alpha=0.5, return_normalization=True), F, A, seed=3)
     assert float(sac.return_scale()) == 1.0
-    g = np.random.default_rng(5)
-    feats, nfeats = g.normal(size=(N, F)).astype(np.float32), g.normal(size=(N, F)).astype(np.float32)
-    action = np.tanh(g.normal(size=(N, A))).astype(np.float32)
-    reward = (10 * g.normal(size=N)).astype(np.float32)
-    discount = np.ones(N, np.float32)
-    rng = tf.random.Generator.from_seed(8)
-    clone = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm)
-    noise_next, noise_pi = clone.normal([N, A]).numpy(), clone.normal([N, A]).numpy()
-    next_a, next_lp = ref.sample(sac, nfeats, noise_next)
-    y = reward + 0.9 * (ref.q_value(sac, nfeats, next_a, target=True) - 0.5 * next_lp)
-    a, lp = ref.sample(sac, feats, noise_pi)
-    unscaled_loss = np.mean(0.5 * lp - ref.q_value(sac, feats, a))  # scale 1 at the first update
-    metrics = sac.update(feats, action, reward, discount, nfeats, rng=rng)
+    batch, rng, y, q_pi, lp = _retnorm_batch_and_reference(sac, data_seed=5, reward_scale=10, rng_seed=8)
+    unscaled_loss = np.mean(0.5 * lp - q_pi)  # scale 1 at the first update
+    metrics = sac.update(*batch, rng=rng)
     assert float(metrics["sac/update_finite"]) == 1.0
     np.testing.assert_allclose(float(metrics["sac/actor_loss"]), unscaled_loss, rtol=1e-4, atol=1e-6)
     low, high = np.percentile(y, [5, 95])

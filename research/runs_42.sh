@@ -158,6 +158,12 @@ EOF
   for entry in "dmc:finger-spin 0" "dmc:ball_in_cup-catch 0"; do
     echo "sac20_v4 $v4 v4 50000 $entry sac.updates_per_step=20"
   done
+  # `retnorm_v4` (2026-11-29 morning): the last of the issue's levers, undecided on v2 (finger seed 0 only). It acts
+  # where the temperature sits at its floor, since above it alpha tunes the entropy whatever Q's scale: on v4 that
+  # is walker-walk (alpha 0.01 from 20k, Q 9 -> 41 over 20k-70k) and cheetah; walker-stand's head, which sits, is
+  # the same case on a task never tuned on. Walker-walk seed 0 against v4's own run at 50k, first; started by hand
+  # beside v4 walker-walk 0 with v4 cartpole 0 paused (SIGSTOP), so it precedes the benchmark's seed-0 runs here.
+  echo "retnorm_v4 $v4 v4 50000 dmc:walker-walk 0 sac.return_normalization=true"
   # The two tasks never tuned on (no run of them exists yet: a head near the random policy there is a defect of the
   # config, and would change it), then seeds 0-2 of the six tasks (the five copied runs among them), then seeds 3-4.
   echo "untuned_v4 $v4 v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"

@@ -115,6 +115,7 @@ class ModelConfig:
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w
     foreground_mask: Literal["chunk", "chunk_or_batch"] = "chunk"  # w's pixels: off the chunk's median frame, or also off the batch's
+    foreground_batch_threshold: float = 0.1  # chunk_or_batch: how far off the batch background a pixel is weighted (pixel range 1)
     continuation_scale: float = 0.0  # 0 = no continuation head (PlaNet); else weight of its loss (Dreamer's pcont_scale 10)
     overshooting_distance: int = 0  # 0 = off; else KL terms at open-loop distances 2..D+1 (as PlaNet for D >= 2; its D = 1 adds nothing)
     overshooting_scale: float = 0.0  # weight of the latent overshooting KL
@@ -134,6 +135,14 @@ class ModelConfig:
             raise ConfigError(f"model.foreground_mask={self.foreground_mask} chooses the pixels that "
                               "model.foreground_weight weights, and it is 1 (no weight); set model.foreground_weight "
                               "above 1 or leave model.foreground_mask=chunk")
+        checks.in_range("model.foreground_batch_threshold", self.foreground_batch_threshold, low=0.0, high=1.0,
+                        low_open=True)
+        checks.note("model.foreground_batch_threshold", "other than 0.1 only with model.foreground_mask=chunk_or_batch")
+        if self.foreground_batch_threshold != 0.1 and self.foreground_mask != "chunk_or_batch":
+            raise ConfigError(f"model.foreground_batch_threshold={self.foreground_batch_threshold} sets how far off "
+                              f"the batch's background a pixel is weighted, and model.foreground_mask="
+                              f"{self.foreground_mask} does not look at the batch; set model.foreground_mask="
+                              "chunk_or_batch or leave the threshold at 0.1")
         for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
             checks.non_negative(f"model.{name}", getattr(self, name))
         checks.non_negative("model.overshooting_distance", self.overshooting_distance)

@@ -13,7 +13,7 @@ uint8: dm_control's target material), the share of the target's pixels each mask
 
 Usage:
     python research/static_foreground.py ~/runs/levers/fw10_v2/runs/dmc_reacher_easy/seed0/train_episodes \
-        [more episode folders] [--batches 20] [--batch-size 16] [--length 50]
+        [more episode folders] [--batches 20] [--batch-size 16] [--length 50] [--batch-threshold 0.1]
 """
 
 from __future__ import annotations
@@ -33,18 +33,20 @@ from research.reacher_reach import target_mask  # noqa: E402
 THRESHOLD = 0.1  # as world_model.MOVING_THRESHOLD, in units where the pixel range is 1
 
 
-def masks(batch: np.ndarray, threshold: float = THRESHOLD) -> dict[str, np.ndarray]:
+def masks(batch: np.ndarray, threshold: float = THRESHOLD, batch_threshold: float = THRESHOLD) -> dict[str, np.ndarray]:
     """[B, T, H, W] bool masks of a [B, T, H, W, C] uint8 batch: `chunk` (off the chunk's per-pixel median over
-    time), `batch` (off the per-pixel median over the batch of those medians) and `either`."""
+    time by more than `threshold`), `batch` (off the per-pixel median over the batch of those medians by more than
+    `batch_threshold`, as `model.foreground_batch_threshold`) and `either`."""
     frames = batch.astype(np.float32) / 255.0
     chunk_background = np.median(frames, axis=1)  # [B, H, W, C]
     batch_background = np.median(chunk_background, axis=0)  # [H, W, C]
     chunk = np.abs(frames - chunk_background[:, None]).max(axis=-1) > threshold
-    common = np.abs(frames - batch_background[None, None]).max(axis=-1) > threshold
+    common = np.abs(frames - batch_background[None, None]).max(axis=-1) > batch_threshold
     return {"chunk": chunk, "batch": common, "either": chunk | common}
 
 
-def measure(folder: str, batches: int, batch_size: int, length: int, seed: int = 0) -> dict:
+def measure(folder: str, batches: int, batch_size: int, length: int, seed: int = 0,
+            batch_threshold: float = THRESHOLD) -> dict:
     """Foreground shares of each mask over `batches` random batches of the folder's episodes."""
     paths = sorted(glob.glob(os.path.join(folder, "*.npz")))
     if len(paths) < 2:
@@ -62,7 +64,7 @@ def measure(folder: str, batches: int, batch_size: int, length: int, seed: int =
             chunks.append(images[start:start + length])
         batch = np.stack(chunks)
         target = target_mask(batch)
-        for name, mask in masks(batch).items():
+        for name, mask in masks(batch, batch_threshold=batch_threshold).items():
             shares[name].append(float(mask.mean()))
             found[name][0] += int((mask & target).sum())
             found[name][1] += int(target.sum())
@@ -79,9 +81,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=50)
+    parser.add_argument("--batch-threshold", type=float, default=THRESHOLD,
+                        help="how far off the batch's background a pixel counts (model.foreground_batch_threshold)")
     args = parser.parse_args()
     for folder in args.folders:
-        print(json.dumps(measure(folder, args.batches, args.batch_size, args.length)))
+        print(json.dumps(measure(folder, args.batches, args.batch_size, args.length,
+                                 batch_threshold=args.batch_threshold)))
 
 
 if __name__ == "__main__":

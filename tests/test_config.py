@@ -171,6 +171,11 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
     (["env.obs=state", "model.foreground_weight=10"], "model.foreground_weight=10.0 weighs moving pixels, and env.obs=state"),
     (["model.foreground_mask=chunk_or_batch"], "model.foreground_mask=chunk_or_batch chooses the pixels that "
                                                "model.foreground_weight weights, and it is 1"),
+    (["model.foreground_weight=10", "model.foreground_batch_threshold=0.2"],
+     "model.foreground_batch_threshold=0.2 sets how far off the batch's background a pixel is weighted, and "
+     "model.foreground_mask=chunk does not look at the batch"),
+    (["model.foreground_mask=chunk_or_batch", "model.foreground_weight=10", "model.foreground_batch_threshold=0"],
+     r"model.foreground_batch_threshold"),
 ])
 def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(overrides, message):
     """Caught when the config is read, before a run directory is written (a run that failed at its first update
@@ -187,6 +192,7 @@ def test_settings_that_would_fail_or_do_nothing_later_are_rejected_when_read(ove
     ["sac.real_ratio=0.5", "sac.imagination_horizon=3", "sac.n_step=3"],  # one imagined 3-step transition per rollout
     ["sac.min_alpha=0.1"],  # the floor at the start value
     ["model.foreground_mask=chunk_or_batch", "model.foreground_weight=10"],
+    ["model.foreground_mask=chunk_or_batch", "model.foreground_weight=10", "model.foreground_batch_threshold=0.2"],
 ])
 def test_the_same_keys_in_working_combinations_are_accepted(overrides):
     apply_overrides(load_config(), overrides)

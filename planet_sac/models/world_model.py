@@ -122,7 +122,8 @@ class WorldModel(tf.Module):
 
         weight = None
         if cfg.foreground_weight != 1.0:  # the foreground's squared error times w (model.foreground_weight, _mask)
-            foreground = tf.cast(foreground_pixels(obs, cfg.foreground_mask), obs.dtype)[..., None]
+            foreground = tf.cast(foreground_pixels(obs, cfg.foreground_mask,
+                                                   batch_threshold=cfg.foreground_batch_threshold), obs.dtype)[..., None]
             weight = 1.0 + (cfg.foreground_weight - 1.0) * foreground
         recon_loss = tf.reduce_mean(normal_nll(obs, self.decoder(features), len(self.obs_shape), cfg.obs_std, weight))
         reward_mean = tf.squeeze(self.reward(features), -1)
@@ -264,14 +265,16 @@ def moving_pixels(images: tf.Tensor, threshold: float = MOVING_THRESHOLD) -> tf.
     return _off(images, _median(images, axis=1)[:, None], threshold)
 
 
-def foreground_pixels(images: tf.Tensor, mask: str = "chunk", threshold: float = MOVING_THRESHOLD) -> tf.Tensor:
+def foreground_pixels(images: tf.Tensor, mask: str = "chunk", threshold: float = MOVING_THRESHOLD,
+                      batch_threshold: float = MOVING_THRESHOLD) -> tf.Tensor:
     """[B, T, H, W] bool: the pixels `model.foreground_weight` weights in [B, T, H, W, C] image chunks.
 
-    mask "chunk": the moving pixels (`moving_pixels`). "chunk_or_batch": those, and the pixels off the batch's
-    common background, the per-pixel median over the B chunks of their own backgrounds (their medians over time),
-    by more than `threshold` in some channel: a body that stands still in its episode but elsewhere in each one
-    (reacher's target) is part of its chunk's background, and off the common one wherever it stands in fewer than
-    half of the chunks.
+    mask "chunk": the moving pixels (`moving_pixels`, off the chunk's background by more than `threshold`).
+    "chunk_or_batch": those, and the pixels off the batch's common background, the per-pixel median over the B
+    chunks of their own backgrounds (their medians over time), by more than `batch_threshold` in some channel: a
+    body that stands still in its episode but elsewhere in each one (reacher's target) is part of its chunk's
+    background, and off the common one wherever it stands in fewer than half of the chunks. A tracking camera's
+    floor is off the common background too, by less than a body (`model.foreground_batch_threshold`).
     """
     if mask not in ("chunk", "chunk_or_batch"):
         raise ValueError(f"mask={mask!r}: must be 'chunk' or 'chunk_or_batch'")
@@ -279,7 +282,7 @@ def foreground_pixels(images: tf.Tensor, mask: str = "chunk", threshold: float =
     moving = _off(images, chunk_background[:, None], threshold)
     if mask == "chunk":
         return moving
-    return moving | _off(images, _median(chunk_background, axis=0), threshold)  # off the [H, W, C] common one
+    return moving | _off(images, _median(chunk_background, axis=0), batch_threshold)  # off the [H, W, C] common one
 
 
 def random_shift(images: tf.Tensor, shift: tf.Tensor, pad: int) -> tf.Tensor:

@@ -340,6 +340,9 @@ def test_static_foreground_finds_a_target_placed_anew_in_each_episode(tmp_path):
     assert result["foreground_share"]["chunk"] == round(3 * 6 / pixels, 4)
     assert result["foreground_share"]["either"] == round(3 * 6 * (1 + 4) / pixels, 4)
     assert result["target_recall"] == {"chunk": 0.0, "batch": 1.0, "either": 1.0}
+    # the block is 120 levels (0.47) off the grey in its red channel: off the batch's background at 0.4, not at 0.5
+    assert static.measure(str(tmp_path), 2, 3, 6, batch_threshold=0.4)["target_recall"]["batch"] == 1.0
+    assert static.measure(str(tmp_path), 2, 3, 6, batch_threshold=0.5)["target_recall"]["batch"] == 0.0
 
 
 def test_reconstructions_probe_locates_reachers_red_target_by_colour():

@@ -417,12 +417,39 @@ def test_foreground_pixels_off_the_batchs_background_add_bodies_placed_anew_each
         foreground_pixels(tf.constant(images, tf.float32), "batch")
 
 
-def test_foreground_mask_chunk_or_batch_weights_the_placed_bodies_in_the_loss():
-    """model.foreground_mask=chunk_or_batch: the weight w falls on the placed blocks too (numpy mask of the target)."""
-    model = WorldModel(ModelConfig(**TINY_IMAGE, foreground_weight=5.0, foreground_mask="chunk_or_batch"), "image",
-                       (64, 64, 3), 1, seed=2)
+def test_foreground_batch_threshold_leaves_out_what_is_faintly_off_the_batchs_background():
+    """batch_threshold applies to the batch's common background alone: a faint block placed in one chunk (40
+    levels, 0.157 off) is weighted at 0.1 and left out at 0.2, a strong one (120 levels) at both; a pixel moving by
+    40 levels within its chunk stays foreground whatever the batch threshold (numpy)."""
+    from planet_sac.models.world_model import foreground_pixels
+
+    images = np.full((3, 4, 16, 16, 3), 100, np.uint8)
+    images[0, :, 2:4, 2:4] = (140, 100, 100)  # faint, still within its chunk
+    images[1, :, 8:10, 8:10] = (220, 100, 100)  # strong, still within its chunk
+    images[2, 0, 13, 13] = (140, 100, 100)  # there in one frame of four: off its chunk's median by 40 levels
+    images = images / 255.0
+    chunk_background = np.median(images, axis=1)
+    moving = (np.abs(images - chunk_background[:, None]) > 0.1).any(-1)
+    off_common = np.abs(images - np.median(chunk_background, axis=0)).max(-1)
+    assert moving.sum() == 1 and moving[2, 0, 13, 13]
+    for batch_threshold, faint in ((0.1, True), (0.2, False)):
+        by_hand = moving | (off_common > batch_threshold)
+        assert by_hand[0, :, 2:4, 2:4].all() if faint else not by_hand[0, :, 2:4, 2:4].any()
+        assert by_hand[1, :, 8:10, 8:10].all() and by_hand[2, 0, 13, 13]
+        assert by_hand.sum() == 4 * 4 * faint + 4 * 4 + 1
+        np.testing.assert_array_equal(foreground_pixels(tf.constant(images, tf.float32), "chunk_or_batch",
+                                                        batch_threshold=batch_threshold).numpy(), by_hand)
+
+
+@pytest.mark.parametrize("batch_threshold", [0.1, 0.2])
+def test_foreground_mask_chunk_or_batch_weights_the_placed_bodies_in_the_loss(batch_threshold):
+    """model.foreground_mask=chunk_or_batch: the weight w falls on the placed blocks too (numpy mask of the target),
+    and on a faint one (40 levels off the grey) only while model.foreground_batch_threshold is below its 0.157."""
+    model = WorldModel(ModelConfig(**TINY_IMAGE, foreground_weight=5.0, foreground_mask="chunk_or_batch",
+                                   foreground_batch_threshold=batch_threshold), "image", (64, 64, 3), 1, seed=2)
     images = np.full((3, 4, 64, 64, 3), 100, np.uint8)
     images[:, :, :16, :16] = _placed_chunks()
+    images[1, :, 16:, 16:] = (140, 100, 100)  # faint, still in its chunk, in one chunk of three
     rng = np.random.default_rng(1)
     batch = tf.nest.map_structure(tf.constant, {
         "image": images, "action": rng.uniform(-1, 1, (3, 4, 1)).astype(np.float32),
@@ -432,11 +459,15 @@ def test_foreground_mask_chunk_or_batch_weights_the_placed_bodies_in_the_loss():
     target = model.preprocess(batch["image"], noise["image"]).numpy()
     decoded = model.decoder(model.rssm.features(posts)).numpy()
     chunk_background = np.median(target, axis=1)
-    placed = ((np.abs(target - chunk_background[:, None]) > 0.1).any(-1, keepdims=True)
-              | (np.abs(target - np.median(chunk_background, axis=0)) > 0.1).any(-1, keepdims=True))
-    assert placed.sum() == 4 + 4 * 8
-    by_hand = (0.5 * np.where(placed, 5.0, 1.0) * (target - decoded) ** 2 + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
-    np.testing.assert_allclose(metrics["loss/image"].numpy(), by_hand, rtol=1e-5)
+    by_hand = {}
+    for threshold, placed_pixels in ((0.1, 4 + 4 * 8 + 4 * 48 * 48), (0.2, 4 + 4 * 8)):
+        placed = ((np.abs(target - chunk_background[:, None]) > 0.1).any(-1, keepdims=True)
+                  | (np.abs(target - np.median(chunk_background, axis=0)) > threshold).any(-1, keepdims=True))
+        assert placed.sum() == placed_pixels
+        by_hand[threshold] = (0.5 * np.where(placed, 5.0, 1.0) * (target - decoded) ** 2
+                              + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
+    assert abs(by_hand[0.1] - by_hand[0.2]) > 1e-3 * by_hand[0.2]  # the two masks' losses are told apart
+    np.testing.assert_allclose(metrics["loss/image"].numpy(), by_hand[batch_threshold], rtol=1e-5)
     assert ModelConfig().foreground_mask == "chunk"  # the moving pixels alone by default (v3)
 
 

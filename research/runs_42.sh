@@ -163,6 +163,7 @@ EOF
   # is walker-walk (alpha 0.01 from 20k, Q 9 -> 41 over 20k-70k) and cheetah; walker-stand's head, which sits, is
   # the same case on a task never tuned on. Walker-walk seed 0 against v4's own run at 50k, first; started by hand
   # beside v4 walker-walk 0 with v4 cartpole 0 paused (SIGSTOP), so it precedes the benchmark's seed-0 runs here.
+  # Read 2026-11-29 09:25: 56.5 at 50k against v4's 280.5 (the head's entropy stayed at +2.6): not kept, no cheetah.
   echo "retnorm_v4 $v4 v4 50000 dmc:walker-walk 0 sac.return_normalization=true"
   # `fgbatch20_v4` (2026-11-29 morning, snapshot cf016b9: v4 plus model.foreground_batch_threshold): the v4 models
   # do not draw a body placed anew in each episode that stands still in it (reacher's target; finger-turn_easy's,

@@ -44,12 +44,7 @@ def test_compared_policies_are_logged_by_name_after_the_catch_up(compare_config,
 
     monkeypatch.setattr(collection_module, "Actor", SpyActor)  # training episodes
     monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes
-    try:
-        trainer.run()
-        assert_catch_up_rounds(trainer, catchups=1)
-    finally:
-        trainer.close()
-    assert_catch_up_records(tmp_path / "run", "cem")
+    run_catching_up(trainer, tmp_path / "run", catchups=1, train_policy="cem")
     # The test policy's (saved) episodes first, then the compared ones in order.
     assert acting[-3:] == ["cem", "random", "sac"]
     # Training episodes are collected in the train phase (PlaNet's exploration), test episodes in the test phase.
@@ -78,6 +73,16 @@ def assert_catch_up_rounds(trainer, catchups: int) -> None:
     assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 10 + 3 * catchups
 
 
+def run_catching_up(trainer, logdir, catchups: int, train_policy: str) -> None:
+    """Runs `trainer` to its end (closing it), then checks the head's catch-up rounds and their records."""
+    try:
+        trainer.run()
+        assert_catch_up_rounds(trainer, catchups)
+    finally:
+        trainer.close()
+    assert_catch_up_records(logdir, train_policy)
+
+
 def assert_catch_up_records(logdir, train_policy: str) -> None:
     records = [json.loads(line) for line in open(logdir / "metrics.jsonl")]
     (test,) = [record for record in records if record["phase"] == "test"]
@@ -94,12 +99,7 @@ def test_the_head_catches_up_before_sac_guided_cem_collects(compare_config, tmp_
 
     config = apply_overrides(compare_config, ["sac.catchup_rounds=3", "policy.train=sac_guided_cem", "policy.compare=[]"])
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
-    try:
-        trainer.run()
-        assert_catch_up_rounds(trainer, catchups=2)
-    finally:
-        trainer.close()
-    assert_catch_up_records(tmp_path / "run", "sac_guided_cem")
+    run_catching_up(trainer, tmp_path / "run", catchups=2, train_policy="sac_guided_cem")
 
 
 def test_catch_up_needs_sac_updates(smoke_config):

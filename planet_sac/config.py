@@ -111,6 +111,7 @@ class ModelConfig:
     kl_scale: float = 1.0  # weight of the KL term in the loss
     kl_balance: float | None = None  # None = PlaNet's KL; b = b * KL(sg(post)||prior) + (1 - b) * KL(post||sg(prior)), each floored (DreamerV2: 0.8)
     augment_shift: int = 0  # 0 = off; else the encoder's training input is shifted by up to this many pixels per chunk (DrQ: 4)
+    augment_target: Literal["unshifted", "shifted"] = "unshifted"  # augment_shift's image target: as recorded (DrQ: the encoder's input alone), or shifted too
     reward_scale: float = 10.0  # PlaNet's reward_scale
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w
@@ -157,6 +158,11 @@ class ModelConfig:
             raise ConfigError(f"model.kl_balance={self.kl_balance}: must be in (0, 1) (DreamerV2: 0.8), or null for "
                               "PlaNet's KL, which trains prior and posterior alike")
         checks.in_range("model.augment_shift", self.augment_shift, low=0, high=16)
+        checks.note("model.augment_target", "shifted only with model.augment_shift above 0")
+        if self.augment_target == "shifted" and not self.augment_shift:
+            raise ConfigError("model.augment_target=shifted shifts the image target as model.augment_shift shifts "
+                              "the encoder's input, and model.augment_shift=0 shifts nothing; set "
+                              "model.augment_shift above 0 (DrQ: 4) or leave model.augment_target=unshifted")
 
 
 @dataclasses.dataclass

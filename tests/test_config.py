@@ -168,6 +168,7 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
      r"sac.real_ratio=0.5 mixes in imagined transitions, which need sac.imagination_horizon >= sac.n_step=3 \(it is 2\)"),
     (["env.obs=state", "env.test_envs=2"], "env.test_envs=2: parallel test episodes are for image tasks"),
     (["env.obs=state", "model.augment_shift=4"], "model.augment_shift=4 shifts images, and env.obs=state"),
+    (["model.augment_target=shifted"], "model.augment_target=shifted shifts the image target as model.augment_shift"),
     (["env.obs=state", "model.foreground_weight=10"], "model.foreground_weight=10.0 weighs moving pixels, and env.obs=state"),
     (["model.foreground_mask=chunk_or_batch"], "model.foreground_mask=chunk_or_batch chooses the pixels that "
                                                "model.foreground_weight weights, and it is 1"),

@@ -115,8 +115,12 @@ class WorldModel(tf.Module):
         """PlaNet's loss on a [B, T] chunk. Returns (loss, metrics, posterior states)."""
         cfg = self.config
         obs = self.preprocess(batch[self.obs_key], noise.get("image"))
-        # The encoder sees the shifted image (when model.augment_shift > 0); the decoder's target stays unshifted.
-        embed = self.encoder(random_shift(obs, noise["shift"], cfg.augment_shift) if "shift" in noise else obs)
+        # The encoder sees the shifted image (when model.augment_shift > 0); the decoder's target stays unshifted,
+        # or with model.augment_target=shifted is shifted alike (the whole chunk seen from one moved camera).
+        shifted = random_shift(obs, noise["shift"], cfg.augment_shift) if "shift" in noise else obs
+        embed = self.encoder(shifted)
+        if cfg.augment_target == "shifted":
+            obs = shifted
         posts, priors = self.rssm.observe(embed, batch["action"], noise["posterior"])
         features = self.rssm.features(posts)
 

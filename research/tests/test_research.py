@@ -10,6 +10,7 @@ import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see pla
 
 # isort: split
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
@@ -379,3 +380,52 @@ def test_reacher_reach_finds_the_target_and_the_arms_farthest_point_by_colour():
     assert [(row["target_distance"], row["episodes"], row["pointing"], row["scored_over_100"], row["mean_return"])
             for row in rows] == [("0-10 px", 2, 1, 1, 175.0), ("14-inf px", 1, 0, 0, 3.0)]
     assert reach.episode_reach(np.full((3, 64, 64, 3), 100, np.uint8), np.zeros(3)) is None  # no target shown
+
+
+def test_reward_bias_pairs_each_distance_with_the_reward_it_predicts():
+    """predicted_rewards: column 0 is the reward head on the filtered state at t against reward[t]; column k the
+    prior rolled k steps from it on the recorded actions against reward[t + k] (their sum is model_error_by_policy's
+    window); with samples > 0 the prior is sampled, so its columns move and column 0 does not."""
+    module = _load_research_module("reward_bias")
+    windows = _load_research_module("model_error_by_policy")
+    model = tiny_state_model()
+    rng = np.random.default_rng(1)
+    for layer in model.reward.hidden:  # zero biases and tiny features leave the ReLUs off: open them
+        layer.bias.assign(np.ones(layer.bias.shape, np.float32))
+    length = 23
+    episode = {"state": rng.normal(size=(length, 3)).astype(np.float32),
+               "action": rng.uniform(-1, 1, (length, 1)).astype(np.float32),
+               "reward": rng.normal(size=length).astype(np.float32), "discount": np.ones(length, np.float32)}
+    predicted, real = module.predicted_rewards(model, episode, horizon=4, every=5, samples=0)
+    starts = [0, 5, 10, 15]
+    assert predicted.shape == real.shape == (4, 5)
+    np.testing.assert_allclose(real, [episode["reward"][t:t + 5] for t in starts], rtol=1e-6)
+    from planet_sac.diagnostics import episode_posteriors
+    filtered = model.reward(model.rssm.features(episode_posteriors(model, episode))).numpy()[:, 0]
+    np.testing.assert_allclose(predicted[:, 0], filtered[starts], rtol=1e-6)
+    sums, _ = windows.reward_gaps(model, episode, 4, 5)
+    np.testing.assert_allclose(predicted[:, 1:].sum(1), sums, rtol=1e-5, atol=1e-5)
+    sampled, _ = module.predicted_rewards(model, episode, horizon=4, every=5, samples=2)
+    np.testing.assert_allclose(sampled[:, 0], predicted[:, 0], rtol=1e-6)
+    assert np.abs(sampled[:, 1:] - predicted[:, 1:]).max() > 1e-4
+    # the mean over the draws, each a prior rollout with its own noise (drawn in turn from the seed's generator)
+    posts = episode_posteriors(model, episode)
+    state = {key: tf.gather(value, starts) for key, value in posts.items()}
+    plan = tf.constant(np.stack([episode["action"][t + 1:t + 5] for t in starts]))
+    noise = np.random.default_rng(0)
+    draws = [model.reward(model.rssm.features(model.rssm.imagine(
+        state, plan, tf.constant(noise.normal(size=(4, 4, model.rssm.stoch_size)), tf.float32)))).numpy()[..., 0]
+        for _ in range(2)]
+    np.testing.assert_allclose(sampled[:, 1:], np.mean(draws, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_reward_refit_errors_split_the_paid_steps_by_hand():
+    module = _load_research_module("reward_refit")
+    prediction, real = np.array([0.5, 1.0, 3.0, 0.0]), np.array([0.0, 0.0, 4.0, 2.0])
+    result = module.errors(prediction, real, paid=1e-3)
+    assert result["mse"] == pytest.approx((0.25 + 1.0 + 1.0 + 4.0) / 4)
+    assert result["mse_paid"] == pytest.approx((1.0 + 4.0) / 2)
+    assert result["mean_on_paid"] == pytest.approx(1.5)
+    assert result["explained"] == pytest.approx(1.0 - 1.5625 / np.var([0.0, 0.0, 4.0, 2.0]))
+    assert [0, 1, 2, 3, 4][module.as_slice("1:3")] == [1, 2]
+    assert [0, 1, 2, 3, 4][module.as_slice("-2:")] == [3, 4]

@@ -313,6 +313,28 @@ def test_augment_shift_moves_the_encoders_input_and_keeps_the_decoders_target():
     np.testing.assert_allclose(model.loss(batch, noise)[0].numpy(), plain.loss(batch, unshifted)[0].numpy(), rtol=1e-6)
 
 
+def test_augment_target_shifted_reconstructs_the_shifted_chunk():
+    """model.augment_target=shifted: the image term is -log N(shifted image; decoded posterior of the same shifted
+    images), the shift a numpy one; the unshifted target of the default gives another loss on the same draw."""
+    model = WorldModel(ModelConfig(**TINY_IMAGE, augment_shift=4, augment_target="shifted"), "image", (64, 64, 3), 1,
+                       seed=2)
+    rng = np.random.default_rng(3)
+    batch = tf.nest.map_structure(tf.constant, {
+        "image": rng.integers(0, 256, (2, 3, 64, 64, 3)).astype(np.uint8),
+        "action": rng.uniform(-1, 1, (2, 3, 1)).astype(np.float32), "reward": rng.normal(size=(2, 3)).astype(np.float32)})
+    noise = model.sample_noise(tf.random.Generator.from_seed(4), 2, 3)
+    noise["shift"] = tf.constant([[1, 7], [8, 0]], tf.int32)
+    _, metrics, _ = model.loss(batch, noise)
+
+    shifted = _np_shift(model.preprocess(batch["image"], noise["image"]).numpy(), noise["shift"].numpy(), 4)
+    posts, _ = model.rssm.observe(model.encoder(tf.constant(shifted)), batch["action"], noise["posterior"])
+    decoded = model.decoder(model.rssm.features(posts)).numpy()
+    by_hand = (0.5 * (shifted - decoded) ** 2 + 0.5 * np.log(2 * np.pi)).sum((-3, -2, -1)).mean()
+    np.testing.assert_allclose(metrics["loss/image"].numpy(), by_hand, rtol=1e-5)
+    unshifted = WorldModel(ModelConfig(**TINY_IMAGE, augment_shift=4), "image", (64, 64, 3), 1, seed=2)
+    assert abs(unshifted.loss(batch, noise)[1]["loss/image"].numpy() - by_hand) > 1.0
+
+
 @pytest.mark.parametrize("free_nats", [0.0, "median"])
 def test_kl_balance_splits_the_kl_gradient_between_prior_and_posterior(free_nats):
     """model.kl_balance=0.8 (DreamerV2): the same loss value as PlaNet's KL (both terms equal KL(post||prior),

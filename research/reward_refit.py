@@ -5,16 +5,18 @@ Usage:
         --heldout 'RUN/test_episodes/*.npz' --heldout-slice -20: --heads 100x2 400x2 linear --json OUT.json
     # held out from the model as well: an earlier checkpoint, the training episodes collected after it
     .venv/bin/python research/reward_refit.py --logdir RUN/checkpoints/ckpt-2125 --train 'RUN/train_episodes/*.npz' \
-        --train-slice 30:90 --heldout 'RUN/train_episodes/*.npz' --heldout-slice 90:100 --json OUT.json
+        --train-slice 30:90 --heldout 'RUN/train_episodes/*.npz' --heldout-slice 91: --json OUT.json
 
 Episodes are taken in the order of their names (the time they were saved), `--*-slice` as a Python slice.
 
-Filters every episode with RUN's latest checkpoint (posterior means, `planet_sac.diagnostics.episode_posteriors`)
-and fits, on the training episodes' features, fresh reward heads of the given shapes (`UNITSxLAYERS`, relu as the
-run's, or `linear`) by Adam on the squared error for `--epochs` passes; reported for each, and for the run's own
-reward head, the mean squared error on the training and the held-out episodes, overall and on the steps the
-environment paid (reward >= `--paid`), and the share of the rewards' variance explained. If no fresh head comes near the training error on the held-out episodes,
-the features do not carry what the reward needs there (the representation's, not the head's, generalisation).
+Filters every episode with the checkpoint given (a run directory: its latest; posterior means,
+`planet_sac.diagnostics.episode_posteriors`) and fits, on the training episodes' features, fresh reward heads of
+the given shapes (`UNITSxLAYERS`, relu as the run's, or `linear`) by Adam on the squared error for `--epochs`
+passes; reported for each, and for the run's own reward head, the mean squared error on the training and the
+held-out episodes, overall and on the steps the environment paid (reward >= `--paid`), the share of the rewards'
+variance explained and the correlation of prediction and reward (above 0 where a head is right in direction but
+wrong in scale). If no fresh head comes near the training error on the held-out episodes, the features do not
+carry what the reward needs there (the representation's generalisation, not the head's).
 """
 
 from __future__ import annotations
@@ -64,9 +66,13 @@ def as_slice(text: str) -> slice:
 
 
 def errors(prediction: np.ndarray, y: np.ndarray, paid: float) -> dict[str, float]:
-    squared = (prediction - y) ** 2
-    return {"mse": float(squared.mean()), "explained": float(1.0 - squared.mean() / y.var()), "mse_paid": float(squared[y >= paid].mean()) if (y >= paid).any() else float("nan"),
-            "mean_on_paid": float(prediction[y >= paid].mean()) if (y >= paid).any() else float("nan")}
+    """Squared error, share of variance explained and correlation, overall; squared error and mean prediction on
+    the paid steps (y >= paid; NaN without any)."""
+    squared, on_paid = (prediction - y) ** 2, y >= paid
+    return {"mse": float(squared.mean()), "explained": float(1.0 - squared.mean() / y.var()),
+            "correlation": float(np.corrcoef(prediction, y)[0, 1]),
+            "mse_paid": float(squared[on_paid].mean()) if on_paid.any() else float("nan"),
+            "mean_on_paid": float(prediction[on_paid].mean()) if on_paid.any() else float("nan")}
 
 
 def main() -> None:

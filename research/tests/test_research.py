@@ -427,5 +427,8 @@ def test_reward_refit_errors_split_the_paid_steps_by_hand():
     assert result["mse_paid"] == pytest.approx((1.0 + 4.0) / 2)
     assert result["mean_on_paid"] == pytest.approx(1.5)
     assert result["explained"] == pytest.approx(1.0 - 1.5625 / np.var([0.0, 0.0, 4.0, 2.0]))
+    centred_p, centred_y = prediction - 1.125, real - 1.5  # the means, by hand
+    assert result["correlation"] == pytest.approx(
+        (centred_p * centred_y).sum() / np.sqrt((centred_p ** 2).sum() * (centred_y ** 2).sum()))
     assert [0, 1, 2, 3, 4][module.as_slice("1:3")] == [1, 2]
     assert [0, 1, 2, 3, 4][module.as_slice("-2:")] == [3, 4]

@@ -188,7 +188,8 @@ EOF
   # target unshifted, the model can read the shift off the fixed arena and undo it. Shifted target: one camera
   # offset per chunk for the whole model. Reacher seeds 0 and 1 against v4's runs at 50k (test return, the final
   # evaluation, test/loss/reward and reward_refit at 40k held out 41-50), then walker-walk seed 0, the dense check.
-  for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1" "dmc:walker-walk 0"; do
+  # Its walker-walk seed 0 runs only if reacher rises on both seeds (its entry below, commented out until then).
+  for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1"; do  # "dmc:walker-walk 0"
     echo "shift4t_v4 dff5da7 v4 50000 $entry model.augment_shift=4 model.augment_target=shifted"
   done
   # The two tasks never tuned on (no run of them exists yet: a head near the random policy there is a defect of the

@@ -192,7 +192,7 @@ EOF
   for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1"; do  # "dmc:walker-walk 0"
     echo "shift4t_v4 dff5da7 v4 50000 $entry model.augment_shift=4 model.augment_target=shifted"
   done
-  # Read 2026-11-29 12:25: reacher's test return at 50k 97.7 and 158.4 (final evaluation 109.0 and 102.2) against
+  # Read 2026-11-29 12:20: reacher's test return at 50k 97.7 and 158.4 (final evaluation 109.0 and 102.2) against
   # v4's 410.6 and 225.3 (194 and 145): not kept at 50k, no walker run. Its training returns over 31k-50k rose
   # (136.8 and 180.5 against 107.0 and 117.7), and its model carries the reward to new episodes better on both
   # seeds (reward_refit at 40k, held-out correlation 0.84 and 0.68 against v4's 0.71 and 0.31): the cause found is

@@ -111,7 +111,7 @@ class ModelConfig:
     kl_scale: float = 1.0  # weight of the KL term in the loss
     kl_balance: float | None = None  # None = PlaNet's KL; b = b * KL(sg(post)||prior) + (1 - b) * KL(post||sg(prior)), each floored (DreamerV2: 0.8)
     augment_shift: int = 0  # 0 = off; else the encoder's training input is shifted by up to this many pixels per chunk (DrQ: 4)
-    augment_target: Literal["unshifted", "shifted"] = "unshifted"  # augment_shift's image target: as recorded (DrQ: the encoder's input alone), or shifted too
+    augment_target: Literal["unshifted", "shifted"] = "unshifted"  # augment_shift's image target: as recorded (DrQ), or shifted too
     reward_scale: float = 10.0  # PlaNet's reward_scale
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w

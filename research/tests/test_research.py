@@ -432,3 +432,22 @@ def test_reward_refit_errors_split_the_paid_steps_by_hand():
         (centred_p * centred_y).sum() / np.sqrt((centred_p ** 2).sum() * (centred_y ** 2).sum()))
     assert [0, 1, 2, 3, 4][module.as_slice("1:3")] == [1, 2]
     assert [0, 1, 2, 3, 4][module.as_slice("-2:")] == [3, 4]
+
+
+def test_paired_eval_difference_is_other_minus_reference_per_start():
+    paired = _load_research_module("paired_eval")
+    # by hand: the pairs differ by +900, 0, 0, -900, +900 -> mean +180
+    mean, low, high = paired.paired_difference(np.array([0, 900, 0, 900, 0]), np.array([900, 900, 0, 0, 900]))
+    assert mean == pytest.approx(180.0)
+    assert -900.0 <= low < mean < high <= 900.0
+    # a constant difference has no spread: the interval is that difference
+    assert paired.paired_difference(np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0])) == pytest.approx((3.0, 3.0, 3.0))
+    # paired, not pooled: a huge spread across starts that both runs share leaves the interval tight
+    assert paired.paired_difference(np.array([0.0, 1000.0, 0.0, 1000.0]), np.array([10.0, 1010.0, 10.0, 1010.0]))[1:] \
+        == pytest.approx((10.0, 10.0))
+
+
+def test_paired_eval_logdir_of_picks_a_checkpoint():
+    paired = _load_research_module("paired_eval")
+    assert paired.logdir_of("runs/a/seed0") == "runs/a/seed0"
+    assert paired.logdir_of("runs/a/seed0:ckpt-1125") == "runs/a/seed0/checkpoints/ckpt-1125"

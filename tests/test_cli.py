@@ -105,9 +105,9 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
     """One command, four policies on the same environment seed: a row each, four different returns, the
     deterministic SAC mode repeats exactly, and the video is the first policy's episode."""
     logdir, _ = trained
-    video = tmp_path / "episode.gif"
+    video, returns_file = tmp_path / "episode.gif", tmp_path / "returns.json"
     assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--seed", "7", "--video", str(video),
-                 "--policy", *POLICIES]) == 0
+                 "--json", str(returns_file), "--policy", *POLICIES]) == 0
     out = capsys.readouterr().out
     means = {}
     for policy in POLICIES:
@@ -116,6 +116,9 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
         means[policy] = float(row.group(1))
     assert len(set(means.values())) == len(POLICIES), means
     assert "checkpoint step 20" in out and video.stat().st_size > 1000
+    written = json.loads(returns_file.read_text())  # the same episodes, per policy, as the table
+    assert (written["checkpoint_step"], written["seed"], written["episodes"]) == (20, 7, 1)
+    assert {policy: round(entry["returns"][0], 1) for policy, entry in written["policies"].items()} == means
     assert out.splitlines()[0].startswith("policy") and out.splitlines()[0].endswith(f"(1 episode, {logdir})")
     assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
     result = evaluate(logdir, 3, "random", seed=7)
@@ -144,6 +147,10 @@ def test_evaluate_refuses_a_video_it_could_not_write_before_any_episode(trained,
         assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--video", str(video)]) == 2
         out, err = capsys.readouterr()
         assert message in err and "return" not in out
+    # the same for the returns' file, before the agent is built
+    assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--json", str(tmp_path / "missing" / "r.json")]) == 2
+    out, err = capsys.readouterr()
+    assert f"the folder {tmp_path / 'missing'} does not exist" in err and "--json" in err and "policy" not in out
 
 
 @pytest.mark.slow

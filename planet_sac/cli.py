@@ -434,10 +434,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(f"{policy:<16}{result['mean']:>10.1f}{result['std']:>10.1f}{result['min']:>10.1f}{result['max']:>10.1f}", flush=True)
         results[policy] = {key: result[key] for key in ("mean", "std", "min", "max", "returns")}
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
-    if args.json:
-        with open(args.json, "w") as file:
+    if args.json:  # whole or not at all: a temporary file renamed once written
+        temp = f"{args.json}.tmp"
+        with open(temp, "w") as file:
             json.dump({"logdir": args.logdir, "checkpoint_step": int(result["step"]), "seed": args.seed,
                        "episodes": args.episodes, "overrides": args.set, "policies": results}, file, indent=1)
+        os.replace(temp, args.json)
     return 0
 
 

@@ -119,6 +119,7 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
     written = json.loads(returns_file.read_text())  # the same episodes, per policy, as the table
     assert (written["checkpoint_step"], written["seed"], written["episodes"]) == (20, 7, 1)
     assert {policy: round(entry["returns"][0], 1) for policy, entry in written["policies"].items()} == means
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["episode.gif", "returns.json"]  # no temporary left
     assert out.splitlines()[0].startswith("policy") and out.splitlines()[0].endswith(f"(1 episode, {logdir})")
     assert round(evaluate(logdir, 1, "sac", seed=7)["mean"], 1) == means["sac"]  # the actor's mode in the test phase
     result = evaluate(logdir, 3, "random", seed=7)

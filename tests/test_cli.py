@@ -140,7 +140,7 @@ def test_evaluating_a_run_that_has_not_trained_says_so(tmp_path, capsys):
     assert "checkpoint step 0" in captured.out
 
 
-def test_evaluate_refuses_a_video_it_could_not_write_before_any_episode(trained, tmp_path, capsys):
+def test_evaluate_refuses_an_output_file_it_could_not_write_before_any_episode(trained, tmp_path, capsys):
     logdir, _ = trained
     (tmp_path / "folder.gif").mkdir()
     for video, message in [(tmp_path / "missing" / "e.gif", f"the folder {tmp_path / 'missing'} does not exist"),

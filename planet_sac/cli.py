@@ -413,6 +413,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import json
 
     from planet_sac.acting.evaluation import check_run, evaluate_policies
+    from planet_sac.atomic_file import atomic_path
     from planet_sac.checkpoints import find_run_config
     from planet_sac.config_loading import apply_overrides
 
@@ -435,11 +436,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         results[policy] = {key: result[key] for key in ("mean", "std", "min", "max", "returns")}
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
     if args.json:  # whole or not at all: a temporary file renamed once written
-        temp = f"{args.json}.tmp"
-        with open(temp, "w") as file:
+        with atomic_path(args.json) as temp, open(temp, "w") as file:
             json.dump({"logdir": args.logdir, "checkpoint_step": int(result["step"]), "seed": args.seed,
                        "episodes": args.episodes, "overrides": args.set, "policies": results}, file, indent=1)
-        os.replace(temp, args.json)
     return 0
 
 

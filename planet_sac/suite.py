@@ -40,6 +40,7 @@ import shutil
 import time
 from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, cast
 
+from planet_sac.atomic_file import atomic_path
 from planet_sac.config import POLICIES, Config, ConfigError
 from planet_sac.config_loading import diff, read_config_file
 from planet_sac.metrics import read_metrics
@@ -245,11 +246,8 @@ def claim_run(spec: RunSpec) -> IO[str] | None:
 
 
 def _write_atomic(path: str, write: Callable, binary: bool = False) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    temp = f"{path}.tmp"
-    with open(temp, "wb" if binary else "w") as file:
+    with atomic_path(path) as temp, open(temp, "wb" if binary else "w") as file:
         write(file)
-    os.replace(temp, path)
 
 
 def render_seconds_per_frame(config: Config, frames: int = 30) -> float:

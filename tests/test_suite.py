@@ -173,7 +173,7 @@ def test_add_score_replaces_the_same_task_and_seed(tmp_path):
     suite.add_score(path, other)
     suite.add_score(path, again)
     assert _records(path) == [other, again]
-    assert not os.path.exists(path + ".tmp")
+    assert os.listdir(os.path.dirname(path)) == ["dmc_vision-planet_sac.json.gz"]  # no temporary file left
 
 
 def test_a_broken_score_file_is_a_one_line_error(tmp_path):

@@ -9,9 +9,7 @@ does not depend on the policies evaluated before it.
 
 from __future__ import annotations
 
-import os
 import posixpath
-import uuid
 from typing import Any, Generator, Iterable, Sequence
 
 import gymnasium
@@ -19,6 +17,7 @@ import numpy as np
 
 from planet_sac.acting.actor import TEST, Actor, RecordFrames
 from planet_sac.agent import load_agent
+from planet_sac.atomic_file import atomic_path
 from planet_sac.checkpoints import find_run_config, resolve
 from planet_sac.config import ConfigError
 from planet_sac.errors import check_output_file
@@ -104,11 +103,9 @@ def write_video(path: str, frames: Iterable[np.ndarray], fps: int = 30) -> None:
     """
     import imageio.v2 as imageio
 
-    folder, name = posixpath.split(path)
-    stem, extension = posixpath.splitext(name)
-    temp = posixpath.join(folder, f".{stem}.{uuid.uuid4().hex[:12]}.partial{extension}")
+    extension = posixpath.splitext(path)[1]
     options = {"duration": 1000 / fps, "loop": 0} if extension == ".gif" else {"fps": fps, "macro_block_size": 1}
-    try:
+    with atomic_path(path) as temp:
         if extension == ".gif":  # the GIF writer takes all frames at once
             imageio.mimsave(temp, [np.asarray(frame, np.uint8) for frame in frames], **options)
         else:
@@ -118,8 +115,3 @@ def write_video(path: str, frames: Iterable[np.ndarray], fps: int = 30) -> None:
                     writer.append_data(np.asarray(frame, np.uint8))
             finally:  # waits for ffmpeg to exit (a `with` block leaves it writing the file after an exception)
                 writer.close()
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise

@@ -260,7 +260,8 @@ class SACConfig:
     return_normalization: bool = False  # the actor's Q divided by max(1, P95 - P5) of the critic targets (DreamerV3's retnorm)
     test_action: Literal["mode", "sample"] = "mode"  # the head's test-phase action: its mode (SAC, DrQ-v2, CURL) or a sample (DreamerV3)
     actor_grad: Literal["critic", "dynamics"] = "critic"  # actor follows min Q (SAC) or the imagined return through the model (Dreamer)
-    return_lambda: float = 0.95  # lambda of the imagined returns with actor_grad: dynamics (Dreamer's 0.95)
+    return_lambda: float = 0.95  # lambda of the imagined returns with actor_grad: dynamics or imagined_targets: lambda (Dreamer's 0.95)
+    imagined_targets: Literal["n_step", "lambda"] = "n_step"  # imagined half's critic targets: n-step, or soft lambda-returns (Dreamer)
 
     def validate(self, checks: Checks | None = None) -> None:
         """Raises ConfigError (one line) for a value out of range; see Config.validate."""
@@ -287,8 +288,8 @@ class SACConfig:
             raise ConfigError(f"sac.catchup_rounds={self.catchup_rounds} repeats sac.updates_per_step SAC updates per round, "
                               "which is 0; set sac.updates_per_step above 0")
         checks.in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
-        checks.note("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step")
-        if self.real_ratio < 1.0 and self.imagination_horizon < self.n_step:
+        checks.note("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step (n-step imagined targets)")
+        if self.real_ratio < 1.0 and self.imagined_targets == "n_step" and self.imagination_horizon < self.n_step:
             raise ConfigError(
                 f"sac.real_ratio={self.real_ratio} mixes in imagined transitions, which need "
                 f"sac.imagination_horizon >= sac.n_step={self.n_step} (it is {self.imagination_horizon})"
@@ -298,10 +299,15 @@ class SACConfig:
             raise ConfigError("sac.actor_grad=dynamics differentiates imagined rollouts of sac.imagination_horizon steps, "
                               "which is 0; set it (Dreamer: 15)")
         checks.in_range("sac.return_lambda", self.return_lambda, low=0.0, high=1.0)
-        checks.note("sac.return_lambda", "only with sac.actor_grad: dynamics")
-        if self.return_lambda != 0.95 and self.actor_grad != "dynamics":
+        checks.note("sac.return_lambda", "only with sac.actor_grad: dynamics or sac.imagined_targets: lambda")
+        if self.return_lambda != 0.95 and self.actor_grad != "dynamics" and self.imagined_targets != "lambda":
             raise ConfigError(f"sac.return_lambda={self.return_lambda} weighs the imagined returns of "
-                              "sac.actor_grad=dynamics, which is off; set sac.actor_grad=dynamics or drop the key")
+                              "sac.actor_grad=dynamics or sac.imagined_targets=lambda, both off; set one or drop the key")
+        checks.note("sac.imagined_targets", "lambda needs an imagined half: sac.real_ratio < 1 and sac.imagination_horizon > 0")
+        if self.imagined_targets == "lambda" and (self.real_ratio == 1.0 or not self.imagination_horizon):
+            raise ConfigError(f"sac.imagined_targets=lambda sets the targets of imagined transitions, but "
+                              f"sac.real_ratio={self.real_ratio} and sac.imagination_horizon={self.imagination_horizon} "
+                              "train on none; set sac.real_ratio below 1 and sac.imagination_horizon (Dreamer: 15)")
         checks.in_range("sac.discount", self.discount, low=0.0, high=1.0)
         checks.in_range("sac.tau", self.tau, low=0.0, high=1.0, low_open=True)
         checks.non_negative("sac.exploration_noise", self.exploration_noise)

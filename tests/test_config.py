@@ -270,6 +270,29 @@ def test_the_exploration_schedule_keys_are_checked(overrides, message):
         apply_overrides(load_config(CONFIGS / "smoke.yaml"), overrides)
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["sac.imagined_targets=lambda"], "sac.imagined_targets=lambda sets the targets of imagined transitions, but "
+                                      "sac.real_ratio=1.0 and sac.imagination_horizon=0 train on none"),
+    (["sac.imagined_targets=lambda", "sac.imagination_horizon=2", "sac.actor_grad=dynamics"],  # rollouts, no half
+     "sac.imagined_targets=lambda sets the targets of imagined transitions, but sac.real_ratio=1.0"),
+    (["sac.return_lambda=0.5"], "sac.return_lambda=0.5 weighs the imagined returns"),
+    (["sac.imagined_targets=td"], "sac.imagined_targets"),
+])
+def test_the_imagined_target_keys_are_checked(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(load_config(CONFIGS / "smoke.yaml"), overrides)
+
+
+def test_lambda_targets_need_no_horizon_beyond_one_step_and_take_their_lambda():
+    """n-step imagined targets need sac.imagination_horizon >= sac.n_step; lambda-returns start at every state."""
+    base = load_config(CONFIGS / "smoke.yaml")
+    with pytest.raises(ConfigError, match="sac.imagination_horizon >= sac.n_step=3"):
+        apply_overrides(base, ["sac.n_step=3", "sac.imagination_horizon=2", "sac.real_ratio=0.5"])
+    config = apply_overrides(base, ["sac.n_step=3", "sac.imagination_horizon=2", "sac.real_ratio=0.5", "sac.imagined_targets=lambda",
+                                    "sac.return_lambda=0.5"])
+    assert (config.sac.imagined_targets, config.sac.return_lambda) == ("lambda", 0.5)
+
+
 def test_a_saved_config_reads_back_equal_and_leaves_no_temporary_file(tmp_path):
     """save_config writes through `config.yaml.tmp` and renames it: afterwards the folder holds config.yaml alone."""
     from planet_sac.config_loading import read_config_file, save_config

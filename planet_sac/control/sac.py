@@ -189,7 +189,8 @@ class SAC(tf.Module):
         all real). `train_actor=False` (`sac.actor_grad: dynamics`, whose actor and temperature learn
         elsewhere, at the actor's pace): the critics only; the actor loss is computed for the metric.
         The metrics (keys: `metric_names`) are batch means, plus per half the mean
-        n-step `reward`, the first critic's `q` and the critic `target`; `sac/std` is the mean
+        n-step `reward` (for lambda-return transitions, whose `discount` is 0, the target itself), the first
+        critic's `q` and the critic `target`; `sac/std` is the mean
         standard deviation of the actor's Gaussian, `sac/std_at_floor` the share of its
         dimensions clipped at `sac.min_std`.
         """

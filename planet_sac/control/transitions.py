@@ -4,6 +4,9 @@ A transition is `(features, action, reward, discount, next_features)` where `rew
 the n-step return `sum_k gamma^k (prod_{j<=k} d_j) r_k` and `discount` is the product of
 the episode discounts over the n steps, so the critic's target is
 `reward + gamma^n * discount * V(next_features)` (`SAC.critic_target(..., steps=n)`).
+Imagined transitions with soft lambda-return targets (`sac.imagined_targets: lambda`, as Dreamer's
+critic learns) carry their whole target in `reward`, bootstraps included, and `discount` 0, so the
+same critic update reads `reward` as the target.
 
 Real transitions come from the posterior over a training chunk (aligned layout:
 `action[:, t + 1]` and `reward[:, t + 1]` follow the state at t). Imagined transitions
@@ -19,6 +22,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from planet_sac.control.sac import SAC
 from planet_sac.models.rssm import State
 from planet_sac.models.world_model import WorldModel
 
@@ -111,3 +115,53 @@ def imagined_transitions(world_model: WorldModel, actor_sample, start: State, ho
     """
     features, actions, rewards, discounts = imagine(world_model, actor_sample, start, horizon, rng)
     return real_transitions(features, actions, rewards, discounts, n, gamma)
+
+
+def soft_lambda_targets(reward: tf.Tensor, continuation: tf.Tensor, value: tf.Tensor, log_prob: tf.Tensor,
+                        alpha: tf.Tensor | float, gamma: float, lambda_: float) -> tf.Tensor:
+    """Soft lambda-return targets [N, H] for the critic at an imagined rollout's pairs (z_k, a_{k+1}), k < H.
+
+    `reward[:, k]` and `continuation[:, k]` belong to the step from z_k to z_{k+1}; `value[:, k]` is SAC's soft
+    value V(z_{k+1}) = min Q_target(z_{k+1}, a') - alpha log pi(a'|z_{k+1}) for a fresh a' ~ pi(z_{k+1}), and
+    `log_prob[:, k]` that log pi(a'|z_{k+1}). With U_H = V(z_H):
+
+        T_k = r_{k+1} + gamma c_{k+1} U_{k+1},   U_j = (1 - lambda) V(z_j) + lambda (T_j - alpha log pi(a'|z_j))
+
+    so T_k is the lambda-weighted mean of the soft n-step targets (each intermediate state's entropy bonus
+    counted, the last one's value bootstrapped): lambda = 0 gives SAC's one-step target, lambda = 1 the
+    rollout's discounted soft return bootstrapped at its end.
+    """
+    horizon = reward.shape[1]
+    following = value[:, horizon - 1]
+    targets = []
+    for k in reversed(range(horizon)):
+        target = reward[:, k] + gamma * continuation[:, k] * following
+        targets.append(target)
+        if k:
+            following = (1.0 - lambda_) * value[:, k - 1] + lambda_ * (target - alpha * log_prob[:, k - 1])
+    return tf.stack(targets[::-1], 1)
+
+
+def imagined_lambda_transitions(world_model: WorldModel, sac: SAC, start: State, horizon: int, lambda_: float,
+                                rng: tf.random.Generator) -> Transitions:
+    """Transitions with soft lambda-return targets along imagined rollouts from [N] start states: N * horizon of them.
+
+    The rollouts sample the actor (`imagine`); every state after the start gets a fresh action a' ~ pi and the
+    target critics' soft value, and `soft_lambda_targets` turns the predicted rewards and continuations into a
+    target for every (z_k, a_{k+1}), k < horizon. Each transition's `reward` is that target and its `discount`
+    0 (see the module's docstring). The targets use the target critics and temperature of the moment they are
+    made, as Dreamer computes its returns once per model update; nothing is differentiated.
+    """
+    actor_sample = lambda f, noise: sac.act(f, noise, False)  # noqa: E731
+    features, actions, rewards, discounts = imagine(world_model, actor_sample, start, horizon, rng)
+    size, feature_size = tf.shape(features)[0], features.shape[-1]
+    later = tf.reshape(features[:, 1:], [-1, feature_size])  # z_1 .. z_H of every rollout
+    action, log_prob = sac.sample(later, rng.normal([tf.shape(later)[0], sac.action_size]))
+    alpha = sac.alpha
+    value = tf.reshape(sac.q_value(later, action, target=True) - alpha * log_prob, [size, horizon])
+    log_prob = tf.reshape(log_prob, [size, horizon])
+    targets = soft_lambda_targets(rewards[:, 1:], discounts[:, 1:], value, log_prob, alpha, sac.config.discount, lambda_)
+    flat = lambda t: tf.reshape(t, [-1, *t.shape[2:]])  # noqa: E731
+    return Transitions(*(tf.stop_gradient(field) for field in (
+        flat(features[:, :horizon]), flat(actions[:, 1:]), flat(targets), tf.zeros_like(flat(targets)),
+        flat(features[:, 1:]))))

@@ -44,7 +44,7 @@ from planet_sac.config import Config, ConfigError, SACConfig
 from planet_sac.control.dynamics_actor import METRICS as DYNAMICS_METRICS
 from planet_sac.control.dynamics_actor import dynamics_actor_update
 from planet_sac.control.sac import SAC
-from planet_sac.control.transitions import Transitions, imagined_transitions, real_transitions
+from planet_sac.control.transitions import Transitions, imagined_lambda_transitions, imagined_transitions, real_transitions
 from planet_sac.diagnostics import foreground_errors
 from planet_sac.models.world_model import WorldModel
 from planet_sac.optim import Adam
@@ -302,7 +302,10 @@ def sac_batch_split(config: SACConfig) -> tuple[int, int]:
 
 def imagination_pool(world_model: WorldModel, sac: SAC, features: tf.Tensor, size: int,
                      rng: tf.random.Generator) -> Transitions:
-    """`size` imagined n-step transitions in random order, from rollouts started at posterior features [B, T, F].
+    """`size` imagined transitions in random order, from rollouts started at posterior features [B, T, F].
+
+    Their critic targets are `sac.n_step` returns (`imagined_transitions`), or with `sac.imagined_targets: lambda`
+    soft lambda-returns over the whole rollout (`imagined_lambda_transitions`: every state but the last starts one).
 
     Enough rollouts of `sac.imagination_horizon` steps under the actor (sampling, as it explores)
     start from posterior states drawn uniformly (with replacement) from `features`; their
@@ -310,14 +313,19 @@ def imagination_pool(world_model: WorldModel, sac: SAC, features: tf.Tensor, siz
     when it imagined alone.
     """
     cfg = sac.config
-    per_rollout = cfg.imagination_horizon + 1 - cfg.n_step
+    lambda_targets = cfg.imagined_targets == "lambda"
+    per_rollout = cfg.imagination_horizon if lambda_targets else cfg.imagination_horizon + 1 - cfg.n_step
     starts = flatten_time(features)
     rollouts = -(-size // per_rollout)
     start = tf.gather(starts, rng.uniform([rollouts], 0, starts.shape[0], dtype=tf.int64))
     deter_size = world_model.rssm.deter_size
     start = {"deter": start[:, :deter_size], "stoch": start[:, deter_size:]}
-    actor_sample = lambda f, noise: sac.act(f, noise, False)  # noqa: E731
-    pool = imagined_transitions(world_model, actor_sample, start, cfg.imagination_horizon, cfg.n_step, cfg.discount, rng)
+    if lambda_targets:
+        pool = imagined_lambda_transitions(world_model, sac, start, cfg.imagination_horizon, cfg.return_lambda, rng)
+    else:
+        actor_sample = lambda f, noise: sac.act(f, noise, False)  # noqa: E731
+        pool = imagined_transitions(world_model, actor_sample, start, cfg.imagination_horizon, cfg.n_step,
+                                    cfg.discount, rng)
     order = tf.argsort(rng.uniform([rollouts * per_rollout]))[:size]
     return pool.gather(order)
 

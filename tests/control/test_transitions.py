@@ -7,7 +7,14 @@ import tensorflow as tf
 
 from planet_sac.config import SACConfig
 from planet_sac.control.sac import SAC
-from planet_sac.control.transitions import imagine, imagined_transitions, n_step_returns, real_transitions
+from planet_sac.control.transitions import (
+    imagine,
+    imagined_lambda_transitions,
+    imagined_transitions,
+    n_step_returns,
+    real_transitions,
+    soft_lambda_targets,
+)
 from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
 
 
@@ -111,3 +118,75 @@ def test_imagined_rollout_returns_follow_the_model_and_the_actor():
     np.testing.assert_allclose(rolled[2].numpy(), np.concatenate([np.zeros((size, 1)), np.stack(rewards, 1)], 1),
                                rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(rolled[3].numpy(), np.ones((size, horizon + 1)))
+
+
+def numpy_soft_lambda_targets(reward, continuation, value, log_prob, alpha, gamma, lam):
+    """By Sutton and Barto's 12.3: the lambda-weighted mean of soft n-step targets of (z_k, a_{k+1}), where
+    G^(n)_k = sum_{i<n} w_i (r_{k+1+i} - [i > 0] alpha log pi_{k+i}) + w_n V_{k+n}, w_0 = 1, w_{i+1} = w_i gamma c_{k+1+i}
+    (value and log_prob indexed by the state after the step: column j is z_{j+1})."""
+    rows, horizon = reward.shape
+    out = np.zeros((rows, horizon))
+    for row in range(rows):
+        for k in range(horizon):
+            def g(n):
+                total, weight = 0.0, 1.0
+                for i in range(n):
+                    total += weight * (reward[row, k + i] - (alpha * log_prob[row, k + i - 1] if i else 0.0))
+                    weight *= gamma * continuation[row, k + i]
+                return total + weight * value[row, k + n - 1]
+            left = horizon - k
+            out[row, k] = sum((1 - lam) * lam ** (n - 1) * g(n) for n in range(1, left)) + lam ** (left - 1) * g(left)
+    return out
+
+
+def test_soft_lambda_targets_are_the_weighted_mean_of_soft_n_step_targets():
+    rng = np.random.default_rng(5)
+    horizon, gamma, alpha = 5, 0.9, 0.3
+    reward, value, log_prob = (rng.normal(size=(2, horizon)).astype(np.float32) for _ in range(3))
+    continuation = np.ones((2, horizon), np.float32)
+    continuation[1, 2] = 0.0  # row 1's imagined episode ends on arriving at z_3: nothing after counts
+    for lam in (0.0, 0.95, 1.0):
+        got = soft_lambda_targets(*map(tf.constant, (reward, continuation, value, log_prob)), alpha, gamma, lam).numpy()
+        np.testing.assert_allclose(got, numpy_soft_lambda_targets(reward, continuation, value, log_prob, alpha, gamma, lam),
+                                   rtol=1e-5, atol=1e-5, err_msg=str(lam))
+    # By hand: lambda 0 is SAC's one-step target; lambda 1 on row 0 from z_3: r_4 + g (r_5 - a lp(z_4)) + g^2 V(z_5).
+    one_step = soft_lambda_targets(*map(tf.constant, (reward, continuation, value, log_prob)), alpha, gamma, 0.0).numpy()
+    np.testing.assert_allclose(one_step, reward + gamma * continuation * value, rtol=1e-5, atol=1e-6)
+    whole = soft_lambda_targets(*map(tf.constant, (reward, continuation, value, log_prob)), alpha, gamma, 1.0).numpy()
+    by_hand = reward[0, 3] + gamma * (reward[0, 4] - alpha * log_prob[0, 3]) + gamma ** 2 * value[0, 4]
+    np.testing.assert_allclose(whole[0, 3], by_hand, rtol=1e-5)
+    assert abs(whole[1, 1] - (reward[1, 1] + gamma * (reward[1, 2] - alpha * log_prob[1, 1]))) < 1e-5  # ended at z_3
+
+
+def test_imagined_lambda_transitions_pair_each_imagined_state_with_its_target():
+    """Every state of a rollout but the last, with the action that left it, and the soft lambda-return target
+    recomputed from the same random stream: the rollout (`imagine`), then one fresh action per later state."""
+    model = tiny_state_model()
+    horizon, size, lam = 4, 3, 0.8
+    sac = SAC(SACConfig(units=8, discount=0.9, init_alpha=0.2), feature_size=model.rssm.feature_size,
+              action_size=model.action_size, seed=3)
+    for online in (*sac.critic1.variables, *sac.critic2.variables):
+        online.assign(1.5 * online + 0.1)  # the targets bootstrap from the target critics, which now differ
+    start = model.rssm.initial(size)
+    start = {**start, "deter": tf.constant(np.random.default_rng(1).normal(size=(size, 6)), tf.float32)}
+    out = imagined_lambda_transitions(model, sac, start, horizon, lam, tf.random.Generator.from_seed(7))
+
+    rng = tf.random.Generator.from_seed(7)
+    features, actions, rewards, continuations = (x.numpy() for x in imagine(
+        model, lambda f, noise: sac.act(f, noise, False), start, horizon, rng))
+    later = features[:, 1:].reshape(size * horizon, -1)
+    fresh, log_prob = sac.sample(tf.constant(later), rng.normal([size * horizon, model.action_size]))
+    q = np.minimum(*(critic(tf.concat([later, fresh], -1)).numpy()[:, 0] for critic in (sac.target_critic1, sac.target_critic2)))
+    log_prob = log_prob.numpy().reshape(size, horizon)
+    value = q.reshape(size, horizon) - 0.2 * log_prob
+    expected = numpy_soft_lambda_targets(rewards[:, 1:], continuations[:, 1:], value, log_prob, 0.2, 0.9, lam)
+
+    assert out.reward.shape == (size * horizon,)  # rollout-major: rollout i's k-th state is row i * horizon + k
+    np.testing.assert_allclose(out.reward.numpy(), expected.reshape(-1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out.features.numpy(), features[:, :horizon].reshape(size * horizon, -1), atol=1e-6)
+    np.testing.assert_allclose(out.action.numpy(), actions[:, 1:].reshape(size * horizon, -1), atol=1e-6)
+    np.testing.assert_allclose(out.next_features.numpy(), later, atol=1e-6)
+    np.testing.assert_array_equal(out.discount.numpy(), np.zeros(size * horizon))  # the target is whole: no bootstrap
+    # ... so the critic update's target is the transition's reward
+    target = sac.critic_target(out.reward, out.discount, out.next_features, tf.random.normal(out.action.shape, seed=4), steps=3)
+    np.testing.assert_allclose(target.numpy(), out.reward.numpy(), rtol=1e-6)

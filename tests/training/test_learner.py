@@ -437,3 +437,39 @@ def test_the_imagination_pool_starts_at_the_given_posteriors_and_steps_the_prior
         start = pool_features[j]
         expected = img_step(rssm, start[None, deter:], start[None, :deter], pool_action[j][None], np.zeros([1, 2]))
         np.testing.assert_allclose(pool_next[j][:deter], expected["deter"][0], rtol=1e-4, atol=1e-5)
+
+
+def test_lambda_targets_start_a_transition_at_every_imagined_state_and_the_critic_learns_them(smoke_config,
+                                                                                              monkeypatch):
+    """`sac.imagined_targets: lambda`: a rollout of H steps gives H transitions (n-step: H + 1 - n), all of them in
+    the pool, whose target is whole (discount 0) with `sac.return_lambda`; in the compiled update the imagined
+    half's mean target is its mean reward."""
+    from planet_sac.config import SACConfig
+    from tests.test_planet_fidelity import tiny_state_model
+
+    model = tiny_state_model()
+    sac = SAC(SACConfig(units=8, imagination_horizon=4, real_ratio=0.5, imagined_targets="lambda"),
+              model.rssm.feature_size, 1)  # n_step 3 by default: n-step targets would take 2 per rollout
+    features = tf.random.stateless_normal([2, 6, model.rssm.feature_size], [0, 3])
+    calls = []
+    make = learner_module.imagined_lambda_transitions
+    monkeypatch.setattr(learner_module, "imagined_lambda_transitions",
+                        lambda *args: calls.append((args[2]["deter"].shape[0], args[4])) or make(*args))
+    pool = learner_module.imagination_pool(model, sac, features, 40, tf.random.Generator.from_seed(1))
+    assert calls == [(10, 0.95)]  # 10 rollouts imagined for 40 transitions, none wasted; the default lambda
+    given = features.numpy().reshape(-1, model.rssm.feature_size)
+    starts = [j for j in range(40) if (np.abs(given - pool.features.numpy()[j]).max(-1) == 0).any()]
+    assert len(starts) == 10  # 40 transitions from 10 rollouts of 4
+    following = [j for j in range(40) if np.isclose(pool.next_features.numpy(), pool.features.numpy()[j]).all(-1).any()]
+    assert len(following) == 30  # every later state of each rollout is in the pool: none made and dropped
+    np.testing.assert_array_equal(pool.discount.numpy(), np.zeros(40))
+
+    config = apply_overrides(smoke_config, ["sac.imagination_horizon=4", "sac.real_ratio=0.5",
+                                            "sac.imagined_targets=lambda", "sac.return_lambda=0.8"])
+    learner = build(config)
+    calls.clear()
+    metrics = learner.update(state_batch())
+    assert [call[1] for call in calls] == [0.8]  # traced once, with the config's lambda
+    assert float(metrics["sac/skipped_updates"]) == 0.0
+    np.testing.assert_allclose(float(metrics["sac/imagined/target"]), float(metrics["sac/imagined/reward"]), rtol=1e-5)
+    assert abs(float(metrics["sac/real/target"]) - float(metrics["sac/real/reward"])) > 1e-3  # real: bootstrapped

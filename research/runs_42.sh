@@ -227,6 +227,19 @@ EOF
   # config, and would change it), then seeds 0-2 of the six tasks (the five copied runs among them), then seeds 3-4.
   echo "untuned_v4 $v4 v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
   echo "untuned_v4 $v4 v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
+  # `lambda_v4` (2026-11-29 17:30, snapshot 11415c4: v4's code plus sac.imagined_targets): the planner on v4's models
+  # reaches far reacher targets where the head folds the arm (seed 0 at 100k: SAC-guided CEM 337.6, the head 189.7),
+  # summing 12 steps of the model's rewards, while the critic learns the imagined half from 3-step targets and its
+  # own bootstraps. Dreamer's critic learns the lambda-return (0.95) of the whole 15-step imagination instead; so
+  # does this lever's imagined half (no cost in updates). The benchmark's finger-spin 1 stops for it at 11k
+  # (SIGTERM: it resumes exactly). Rule, fixed before the runs: reacher seeds 0 and 1 to 50k, each head read over
+  # 30 new starts paired with v4's at the same seed (research/paired_eval.py --episodes 30 --seed 70000 + seed,
+  # checkpoints 1125); kept only if the difference over the 60 starts has its 95% interval above 0, and then
+  # walker-walk seed 0, the dense check, must not fall below v4's 50k (test 280.5, evaluation 246.1) by more than
+  # the spread of one config's two trajectories there (112): that is, test and evaluation above about 170.
+  for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1" "dmc:walker-walk 0"; do
+    echo "lambda_v4 11415c4 v4 50000 $entry sac.imagined_targets=lambda"
+  done
   for seed in 0 1 2; do for task in $six; do echo "$bench4 $v4 v4 100000 $task $seed"; done; done
   # Seeds 3-4 without the final comparison of CEM, SAC-guided CEM and random (5 episodes each, 15-35 minutes a run
   # beside the other worker, about 10 hours over the 12 runs): the head's 10-episode final evaluation and the

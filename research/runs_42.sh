@@ -231,8 +231,8 @@ EOF
   # reaches far reacher targets where the head folds the arm (seed 0 at 100k: SAC-guided CEM 337.6, the head 189.7),
   # summing 12 steps of the model's rewards, while the critic learns the imagined half from 3-step targets and its
   # own bootstraps. Dreamer's critic learns the lambda-return (0.95) of the whole 15-step imagination instead; so
-  # does this lever's imagined half (no cost in updates). The benchmark's finger-spin 1 stops for it at 11k
-  # (SIGTERM: it resumes exactly). Rule, fixed before the runs: reacher seeds 0 and 1 to 50k, each head read over
+  # does this lever's imagined half (no cost in updates). The benchmark's finger-spin 1 (at 11k) and cheetah-run 0
+  # (at 53k) stop for it (SIGTERM: they resume exactly). Rule, fixed before the runs: reacher seeds 0 and 1 to 50k, each head read over
   # 30 new starts paired with v4's at the same seed (research/paired_eval.py --episodes 30 --seed 70000 + seed,
   # checkpoints 1125); kept only if the difference over the 60 starts has its 95% interval above 0, and then
   # walker-walk seed 0, the dense check, must not fall below v4's 50k (test 280.5, evaluation 246.1) by more than

@@ -255,6 +255,7 @@ def _median(values: tf.Tensor, axis: int) -> tf.Tensor:
     sixth of an update (docs/performance.md). Both give the same bits: a sort is exact, and the mean of the middle
     two is the same two float operations.
     """
+    axis = axis % values.shape.rank
     count = values.shape[axis]
     middle = ((count - 1) // 2, count // 2)
     if not tf.config.list_logical_devices("GPU"):

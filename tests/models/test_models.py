@@ -403,14 +403,14 @@ def test_moving_pixels_are_those_off_the_chunks_median_frame():
 @pytest.mark.parametrize("gpu", [False, True])
 def test_the_median_is_numpys_to_the_bit_on_either_path(gpu, monkeypatch):
     """`_median` sorts with numpy on a CPU-only host and with tf.sort where a GPU is (forced here): both equal
-    numpy's median bit for bit (even and odd counts, along time and along the batch), eagerly and traced."""
+    numpy's median bit for bit (even and odd counts, along time, the batch and the last axis), eagerly and traced."""
     from planet_sac.models import world_model
 
     if gpu:
         real = tf.config.list_logical_devices
         monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else real(kind))
     rng = np.random.default_rng(4)
-    for shape, axis in (((3, 50, 4, 5, 3), 1), ((3, 7, 4, 5, 3), 1), ((16, 6, 6, 3), 0)):
+    for shape, axis in (((3, 50, 4, 5, 3), 1), ((3, 7, 4, 5, 3), 1), ((16, 6, 6, 3), 0), ((4, 6, 8), -1)):
         values = (rng.integers(0, 32, shape) + rng.uniform(0, 1, shape)).astype(np.float32) / 32 - 0.5
         expected = np.median(values, axis=axis).astype(np.float32)
         traced = tf.function(lambda v, axis=axis: world_model._median(v, axis))  # noqa: B023

@@ -6,8 +6,9 @@
     # here scores/x.json.gz is the new file; had the block raised (or the process died), it would be the old one
 
 Used for the files a reader may open while a run writes them or after it is killed: the suite's score file and
-`result.json`, evaluation JSON, videos. Episodes (`episodes.storage`), checkpoints and the metrics log keep their own
-`tf.io.gfile` renames, which also reach remote filesystems.
+`result.json`, `evaluate --json` and `bench --json`, bench/learning.py's evaluation file, videos. Episodes
+(`episodes.storage`), checkpoints and the metrics log keep their own `tf.io.gfile` renames, which also reach remote
+filesystems.
 """
 
 from __future__ import annotations

@@ -446,6 +446,7 @@ def _bench(args: argparse.Namespace) -> int:
     import json
 
     from planet_sac import benchmark
+    from planet_sac.atomic_file import atomic_path
 
     if args.reps < 1:
         raise ConfigError(f"--reps={args.reps}: must be >= 1")
@@ -455,8 +456,8 @@ def _bench(args: argparse.Namespace) -> int:
         benchmark.check_peer(args.peer, args.size)
     results = benchmark.run(args.size, args.reps, args.peer)
     print(benchmark.table(results))
-    if args.json:
-        with open(args.json, "w") as file:
+    if args.json:  # whole or not at all, as evaluate's
+        with atomic_path(args.json) as temp, open(temp, "w") as file:
             json.dump(results, file, indent=2)
     return 0
 

@@ -227,7 +227,7 @@ EOF
   # config, and would change it), then seeds 0-2 of the six tasks (the five copied runs among them), then seeds 3-4.
   echo "untuned_v4 $v4 v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2"
   echo "untuned_v4 $v4 v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2"
-  # `lambda_v4` (2026-11-29 17:30, snapshot 11415c4: v4's code plus sac.imagined_targets): the planner on v4's models
+  # `lambda_v4` (2026-11-29 17:30, snapshot 8e05b28: v4's code plus sac.imagined_targets): the planner on v4's models
   # reaches far reacher targets where the head folds the arm (seed 0 at 100k: SAC-guided CEM 337.6, the head 189.7),
   # summing 12 steps of the model's rewards, while the critic learns the imagined half from 3-step targets and its
   # own bootstraps. Dreamer's critic learns the lambda-return (0.95) of the whole 15-step imagination instead; so
@@ -238,16 +238,18 @@ EOF
   # walker-walk seed 0, the dense check, must not fall below v4's 50k (test 280.5, evaluation 246.1) by more than
   # the spread of one config's two trajectories there (112): that is, test and evaluation above about 170.
   for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1"; do  # "dmc:walker-walk 0"
-    echo "lambda_v4 11415c4 v4 50000 $entry sac.imagined_targets=lambda"
+    echo "lambda_v4 8e05b28 v4 50000 $entry sac.imagined_targets=lambda"
   done
   # Read 2026-11-29 18:15: not kept. Seed 0: paired over 30 starts -2.3 [-78.6, +87.2] against v4's head (test at
   # 50k 124.2 against 410.6, final evaluation 94.1 against 194); seed 1: final evaluation 34.8 against 145. The
   # dense check (walker-walk seed 0, started behind them) was stopped at 10k, unread, and its folder removed.
-  # From 2026-11-29 17:45 the benchmark's runs start or resume from snapshot 57211f2: v4's code with the foreground
+  # From 2026-11-29 17:45 the benchmark's runs start or resume from snapshot c77f02b: v4's code with the foreground
   # mask's median sorted by numpy (an update alone 1.07-1.09 s against 1.16-1.32 s, docs/performance.md), which
   # computes the same records as e922818 (the v4 config on cartpole, 60 updates and the episodes between them: every
   # record equal but the wall clock; ~/runs/verify_median), so a run resumed under it goes on as it would have.
-  local v4n=57211f2
+  # (8e05b28 and c77f02b were 11415c4 and 57211f2 before their commit messages were reworded on 2026-11-29; the
+  # run folders made from them, src-11415c4 and src-57211f2 and the lever's result.json, keep the old names.)
+  local v4n=c77f02b
   for seed in 0 1 2; do for task in $six; do echo "$bench4 $v4n v4 100000 $task $seed"; done; done
   # Seeds 3-4 without the final comparison of CEM, SAC-guided CEM and random (5 episodes each, 15-35 minutes a run
   # beside the other worker, about 10 hours over the 12 runs): the head's 10-episode final evaluation and the

@@ -11,10 +11,11 @@ Usage:
 
 RUN is a run directory; `:ckpt-1125` picks one of its checkpoints (default: the latest). The headline policy
 (`sac`, its mode) as the suite's final evaluation acts; `--set KEY=VALUE` overrides a config key for every run.
-TensorFlow computes deterministically here, as in every planet-sac command (it did not before 2026-11-29 18:20). v4
-reacher seed 0's head scored 100.1 on these 30 starts at 15:00 and 97.3 at 18:00 (13 starts moved); at 18:00 two
-evaluations, without and with determinism, agreed to the bit, so the 15:00 difference has another cause, not found
-(the thread count, which the queue's workers set to 1, is a candidate). Read differences of a few points as noise.
+TensorFlow computes deterministically here, as in every planet-sac command, so the returns repeat on one machine
+with one thread count; another count computes other last bits and other episodes: v4 reacher seed 0's head scored
+100.1 on these 30 starts with one TensorFlow thread (TF_NUM_INTRAOP_THREADS=TF_NUM_INTEROP_THREADS=1, 2026-11-29 15:00)
+and 97.3 with the default two (18:00), 13 starts moved; the first 8 repeat either reading exactly when evaluated
+again with its thread count. Compare runs evaluated in one call (as this script does), or with the same count.
 """
 
 from __future__ import annotations

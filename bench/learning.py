@@ -23,7 +23,7 @@ import math
 import os
 
 from planet_sac.acting.evaluation import evaluate
-from planet_sac.atomic_file import atomic_path
+from planet_sac.atomic_file import atomic_open
 from planet_sac.config import POLICIES
 from planet_sac.config_loading import load_config
 from planet_sac.envs import make_env
@@ -107,7 +107,7 @@ def evaluate_policies(logdir: str, path: str, header: dict, policies: list[str])
             result = evaluate(logdir, header["eval_episodes"], policy)
             results[policy] = {key: result[key] for key in ("mean", "std", "min", "max", "returns")}
             kept = ""
-            with atomic_path(path) as temp, open(temp, "w") as file:
+            with atomic_open(path) as file:
                 json.dump({**header, "evaluation": results}, file, indent=2)
         result = results[policy]
         print(f"{policy:<16} mean {result['mean']:8.1f}  std {result['std']:7.1f}  "

@@ -1,8 +1,7 @@
 """Writing a local file whole or not at all: the one temp-file-and-rename of planet_sac's outputs.
 
-    with atomic_path("scores/x.json.gz") as temp:   # write anything to `temp`, by any library
-        with open(temp, "wb") as file:
-            file.write(data)
+    with atomic_open("scores/x.json.gz", "wb") as file:   # or atomic_path(...) as temp: a path for any library
+        file.write(data)
     # here scores/x.json.gz is the new file; had the block raised (or the process died), it would be the old one
 
 Used for the files a reader may open while a run writes them or after it is killed: the suite's score file and
@@ -17,6 +16,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from typing import IO
 
 
 @contextlib.contextmanager
@@ -42,3 +42,13 @@ def atomic_path(path: str) -> Iterator[str]:
         if os.path.exists(temp):
             os.remove(temp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
+    """`open(path, mode)` for writing, with `atomic_path`'s guarantees: the file is closed, then renamed over `path`.
+
+    :param mode: a writing mode, "w" (text) or "wb" (bytes).
+    """
+    with atomic_path(path) as temp, open(temp, mode) as file:
+        yield file

@@ -413,7 +413,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import json
 
     from planet_sac.acting.evaluation import check_run, evaluate_policies
-    from planet_sac.atomic_file import atomic_path
+    from planet_sac.atomic_file import atomic_open
     from planet_sac.checkpoints import find_run_config
     from planet_sac.config_loading import apply_overrides
 
@@ -436,7 +436,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         results[policy] = {key: result[key] for key in ("mean", "std", "min", "max", "returns")}
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
     if args.json:  # whole or not at all: a temporary file renamed once written
-        with atomic_path(args.json) as temp, open(temp, "w") as file:
+        with atomic_open(args.json) as file:
             json.dump({"logdir": args.logdir, "checkpoint_step": int(result["step"]), "seed": args.seed,
                        "episodes": args.episodes, "overrides": args.set, "policies": results}, file, indent=1)
     return 0
@@ -446,7 +446,7 @@ def _bench(args: argparse.Namespace) -> int:
     import json
 
     from planet_sac import benchmark
-    from planet_sac.atomic_file import atomic_path
+    from planet_sac.atomic_file import atomic_open
 
     if args.reps < 1:
         raise ConfigError(f"--reps={args.reps}: must be >= 1")
@@ -457,7 +457,7 @@ def _bench(args: argparse.Namespace) -> int:
     results = benchmark.run(args.size, args.reps, args.peer)
     print(benchmark.table(results))
     if args.json:  # whole or not at all, as evaluate's
-        with atomic_path(args.json) as temp, open(temp, "w") as file:
+        with atomic_open(args.json) as file:
             json.dump(results, file, indent=2)
     return 0
 

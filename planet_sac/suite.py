@@ -38,9 +38,9 @@ import math
 import os
 import shutil
 import time
-from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, cast
+from typing import IO, TYPE_CHECKING, Iterator, Mapping, Sequence, cast
 
-from planet_sac.atomic_file import atomic_path
+from planet_sac.atomic_file import atomic_open
 from planet_sac.config import POLICIES, Config, ConfigError
 from planet_sac.config_loading import diff, read_config_file
 from planet_sac.metrics import read_metrics
@@ -212,7 +212,8 @@ def add_score(path: str, record: Mapping, lock_path: str | None = None) -> list[
         records = [r for r in read_scores(path) if (r["task"], r.get("method"), r.get("seed")) != key]
         records.append(dict(record))
         records.sort(key=lambda r: (r["task"], str(r.get("method")), r.get("seed", 0)))
-        _write_atomic(path, lambda file: file.write(gzip.compress(json.dumps(records).encode(), mtime=0)), binary=True)
+        with atomic_open(path, "wb") as file:
+            file.write(gzip.compress(json.dumps(records).encode(), mtime=0))
     return records
 
 
@@ -243,11 +244,6 @@ def claim_run(spec: RunSpec) -> IO[str] | None:
             return None
         raise ConfigError(f"cannot lock {path} ({error.strerror}); the filesystem of --out may not support locks")
     return file
-
-
-def _write_atomic(path: str, write: Callable, binary: bool = False) -> None:
-    with atomic_path(path) as temp, open(temp, "wb" if binary else "w") as file:
-        write(file)
 
 
 def render_seconds_per_frame(config: Config, frames: int = 30) -> float:
@@ -412,7 +408,8 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
         # where the seconds were measured: CPU model, cores, TensorFlow, bfloat16 flags, and the precision auto chose
         "machine": {**machine(), "precision": resolve_precision(config.optim.precision, config.env.obs)},
     }
-    _write_atomic(spec.result_path, lambda file: json.dump(result, file, indent=2))  # last: marks the run finished
+    with atomic_open(spec.result_path) as file:  # last: marks the run finished
+        json.dump(result, file, indent=2)
     return result
 
 

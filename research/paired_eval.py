@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--json", help="write every run's returns here")
     args = parser.parse_args()
 
-    make_tensorflow_deterministic()  # as `planet-sac evaluate` does: without it a head's returns move between calls
+    make_tensorflow_deterministic()  # as `planet-sac evaluate` computes (the thread count still matters: above)
     results = {}
     for spec in args.runs:
         result = evaluate(logdir_of(os.path.expanduser(spec)), args.episodes, args.policy, args.seed,

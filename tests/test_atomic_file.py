@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from planet_sac.atomic_file import atomic_path
+from planet_sac.atomic_file import atomic_open, atomic_path
 
 
 def test_a_finished_block_replaces_the_file_and_leaves_nothing_else(tmp_path):
@@ -39,3 +39,16 @@ def test_two_writers_of_one_file_get_separate_temporary_paths(tmp_path):
                 file.write(text)
     assert open(path).read() == "first"  # the outer block ends last: its whole file wins, neither is torn
     assert os.listdir(tmp_path) == ["scores.json.gz"]
+
+
+def test_atomic_open_writes_bytes_whole_and_keeps_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "scores.json.gz"
+    with atomic_open(str(path), "wb") as file:
+        file.write(b"\x1f\x8bnew")
+        assert not path.exists()  # renamed only once closed
+    assert path.read_bytes() == b"\x1f\x8bnew"
+    with pytest.raises(ValueError):
+        with atomic_open(str(path)) as file:
+            file.write("half")
+            raise ValueError("a record json cannot encode")
+    assert path.read_bytes() == b"\x1f\x8bnew" and os.listdir(tmp_path) == ["scores.json.gz"]

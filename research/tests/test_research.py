@@ -451,3 +451,41 @@ def test_paired_eval_logdir_of_picks_a_checkpoint():
     paired = _load_research_module("paired_eval")
     assert paired.logdir_of("runs/a/seed0") == "runs/a/seed0"
     assert paired.logdir_of("runs/a/seed0:ckpt-1125") == "runs/a/seed0/checkpoints/ckpt-1125"
+
+
+def test_imagination_gap_pairs_the_actors_imagined_rewards_with_the_recorded_ones():
+    """imagined_and_real: column k - 1 is the reward head at the k-th state of the prior rolled from the filtered
+    state at t under the actor, sampled (mean over the rollouts of that start), against reward[t + k]; replayed
+    here step by step with the same generator's draws in the same order (action noise, then prior noise)."""
+    from planet_sac.config import SACConfig
+    from planet_sac.control.sac import SAC
+    from planet_sac.diagnostics import episode_posteriors
+
+    module = _load_research_module("imagination_gap")
+    model = tiny_state_model()
+    for layer in model.reward.hidden:  # zero biases and tiny features leave the ReLUs off: open them
+        layer.bias.assign(np.ones(layer.bias.shape, np.float32))
+    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 1, seed=3)
+    rng = np.random.default_rng(2)
+    length, horizon, every, samples = 19, 3, 5, 2
+    episode = {"state": rng.normal(size=(length, 3)).astype(np.float32),
+               "action": rng.uniform(-1, 1, (length, 1)).astype(np.float32),
+               "reward": rng.normal(size=length).astype(np.float32), "discount": np.ones(length, np.float32)}
+    predicted, real = module.imagined_and_real(model, sac, episode, horizon, every, samples, seed=7)
+    starts = [0, 5, 10, 15]
+    assert predicted.shape == real.shape == (4, 3)
+    np.testing.assert_allclose(real, [episode["reward"][t + 1:t + 4] for t in starts], rtol=1e-6)
+    posts = episode_posteriors(model, episode)
+    generator = tf.random.Generator.from_seed(7)
+    state = {key: tf.gather(posts[key], np.repeat(starts, samples)) for key in ("deter", "stoch")}
+    rewards = []
+    for _ in range(horizon):
+        mean, log_std = sac._distribution(model.rssm.features(state))
+        action = np.clip(np.tanh(mean.numpy() + np.exp(log_std.numpy()) * generator.normal([8, 1]).numpy()), -1, 1)
+        state = model.rssm.img_step(state, tf.constant(action, tf.float32), generator.normal([8, model.rssm.stoch_size]))
+        state = {key: state[key] for key in ("deter", "stoch")}
+        rewards.append(model.reward(model.rssm.features(state)).numpy()[:, 0])
+    by_hand = np.stack(rewards, 1).reshape(4, samples, horizon).mean(1)
+    np.testing.assert_allclose(predicted, by_hand, rtol=1e-5, atol=1e-6)
+    rows = module.by_depth(np.array([[1.0, 2.0], [3.0, 6.0]]), np.array([[0.0, 2.0], [1.0, 0.0]]))
+    assert rows == [{"k": 1, "predicted": 2.0, "real": 0.5, "gap": 1.5}, {"k": 2, "predicted": 4.0, "real": 1.0, "gap": 3.0}]

@@ -268,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    import tensorflow as tf
+
     from planet_sac.training.run_dir import resolve_run_config
     from planet_sac.training.trainer import train
 
@@ -275,6 +277,10 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError("--include/--exclude need --restore-from CHECKPOINT")
     if args.train_steps is not None and args.train_steps < 0:
         raise ConfigError(f"--train-steps={args.train_steps}: must be >= 0")
+    if args.config is None and not tf.io.gfile.exists(f"{args.logdir}/config.yaml"):
+        # a resume whose --logdir is mistyped would otherwise start PlaNet's full pixel run (400,000 updates)
+        raise ConfigError(f"--logdir {args.logdir} holds no run to resume (no config.yaml); to start a new run there, "
+                          "give --config (`--config default` for PlaNet's own run; `planet-sac configs` lists them)")
     config = resolve_run_config(args.logdir, args.config, args.set, args.force)
     last = train(config, args.logdir, offline_data=args.offline_data, restore_from=args.restore_from,
                  include=args.include, exclude=args.exclude, train_steps=args.train_steps,

@@ -344,6 +344,22 @@ def test_offline_data_with_other_observations_is_a_clear_error(tmp_path, capsys)
     assert "spec mismatch (no 'state' observations, has image)" in error and "env.obs" in error
 
 
+def test_train_without_a_config_on_a_folder_with_no_run_is_refused_as_a_mistyped_resume(tmp_path, capsys, monkeypatch):
+    """`planet-sac train --logdir RUN --train-steps N` resumes RUN; with RUN mistyped it would start PlaNet's full
+    pixel run: the command line refuses it in one line, before anything is written."""
+    import planet_sac.training.trainer as trainer
+
+    def started(*args, **kwargs):
+        raise AssertionError("a new run was started")
+
+    monkeypatch.setattr(trainer, "train", started)
+    typo = tmp_path / "cartpol"
+    assert main(["train", "--logdir", str(typo), "--train-steps", "5", "--quiet"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and f"--logdir {typo} holds no run to resume" in error[0] and "give --config" in error[0]
+    assert not typo.exists()
+
+
 def test_a_new_run_without_a_config_is_warned_that_it_takes_planets_full_defaults(tmp_path, caplog):
     from planet_sac.training.run_dir import resolve_run_config
 

@@ -35,6 +35,7 @@ import os
 import statistics
 
 from planet_sac import aggregate
+from planet_sac.config import ConfigError
 from planet_sac.plotting import read_scores
 
 POLICIES = ("sac", "sac_guided_cem", "cem", "random")
@@ -186,6 +187,18 @@ def label_and_path(spec: str) -> tuple[str | None, str]:
     return label, path
 
 
+def read_score_files(paths: list[str]) -> list[list[dict]]:
+    """Each score file's records; a missing file (a glob the shell left unexpanded: the baselines sit in
+    ../shared/baselines beside the checkout) or one that is not a score file is a one-line SystemExit."""
+    missing = [path for path in paths if not os.path.isfile(path)]
+    if missing:
+        raise SystemExit(f"bench/suite_table.py: --scores {', '.join(missing)}: no such file")
+    try:
+        return [read_scores(path) for path in paths]
+    except ConfigError as error:
+        raise SystemExit(f"bench/suite_table.py: {error}") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folders", nargs="*", help="suite output folders (--out of planet-sac suite)")
@@ -203,7 +216,7 @@ def main() -> None:
         raise SystemExit(f"no result.json under {', '.join(args.folders)}: no run has finished there yet")
     if args.scores:
         paths = [label_and_path(spec)[1] for spec in args.scores]
-        files = [read_scores(path) for path in paths]
+        files = read_score_files(paths)
         methods = [(records[0].get("method") if records else None) or os.path.basename(path)
                    for path, records in zip(paths, files)]
         window = f"{args.window[0] // 1000}k-{args.window[1] // 1000}k"

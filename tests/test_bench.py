@@ -378,3 +378,23 @@ def test_suite_table_names_score_files_apart(tmp_path, monkeypatch):
         "planet_sac [dmc_vision]", "planet_sac [dmc_vision_v2]", "dreamerv3"]
     assert suite_table.score_file_labels([f"v2={v2}", str(v1), "x/d.json.gz"], methods) == [
         "v2", "planet_sac", "dreamerv3"]
+
+
+def test_suite_table_refuses_a_score_file_that_is_missing_or_not_one(tmp_path, monkeypatch, capsys):
+    """An unexpanded glob (no baselines beside the checkout) or a wrong path must not print an empty row: one line
+    naming the file, as for a file that is not gzipped JSON."""
+    import sys
+
+    suite_table = _load_bench_module("suite_table")
+    absent = str(tmp_path / "dmc_vision-*.json.gz")
+    monkeypatch.setattr(sys, "argv", ["suite_table.py", "--scores", absent])
+    with pytest.raises(SystemExit) as raised:
+        suite_table.main()
+    assert str(raised.value) == f"bench/suite_table.py: --scores {absent}: no such file"
+    broken = tmp_path / "broken.json.gz"
+    broken.write_text("not gzip")
+    monkeypatch.setattr(sys, "argv", ["suite_table.py", "--scores", f"v1={broken}"])
+    with pytest.raises(SystemExit) as raised:
+        suite_table.main()
+    assert str(raised.value).startswith(f"bench/suite_table.py: {broken} is not a gzipped JSON score file")
+    assert capsys.readouterr().out == ""

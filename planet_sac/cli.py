@@ -14,11 +14,12 @@ TensorFlow is imported only after the log levels are set (see planet_sac/startup
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from planet_sac import __version__
 from planet_sac.config import MAX_SEED, POLICIES, ConfigError
@@ -351,21 +352,37 @@ def _collect(args: argparse.Namespace) -> int:
                               "task, observations, action repeat and episode length with --task, --obs, --action-repeat "
                               "and --time-limit")
     from planet_sac.acting.collector import collect_random
-    from planet_sac.training.run_dir import prepare_logdir
 
-    prepare_logdir(args.outdir, "--outdir")
-    summaries = collect_random(args.outdir, args.episodes, args.task, args.obs or "image",
-                               1 if args.action_repeat is None else args.action_repeat,
-                               args.time_limit, args.seed, args.set, progress=not args.quiet)
+    with _new_outdir(args.outdir):
+        summaries = collect_random(args.outdir, args.episodes, args.task, args.obs or "image",
+                                   1 if args.action_repeat is None else args.action_repeat,
+                                   args.time_limit, args.seed, args.set, progress=not args.quiet)
     _print_collected(args.outdir, summaries)
     return 0
+
+
+@contextlib.contextmanager
+def _new_outdir(outdir: str) -> Iterator[None]:
+    """Makes --outdir (checked writable) for a collection; if the collection fails before it writes an episode
+    (an unknown task found when the environment starts, say), a folder it made is removed again."""
+    import tensorflow as tf
+
+    from planet_sac.training.run_dir import prepare_logdir, remove_unused_logdir
+
+    made = not tf.io.gfile.exists(outdir)
+    prepare_logdir(outdir, "--outdir")
+    try:
+        yield
+    except BaseException:
+        if made:
+            remove_unused_logdir(outdir)
+        raise
 
 
 def _collect_with_run(args: argparse.Namespace) -> int:
     from planet_sac.acting.collector import Collector
     from planet_sac.checkpoints import find_run_config
     from planet_sac.config_loading import apply_overrides, check_override_keys
-    from planet_sac.training.run_dir import prepare_logdir
 
     settings = list(args.set)
     wait = 0.0
@@ -385,9 +402,9 @@ def _collect_with_run(args: argparse.Namespace) -> int:
         wait = float("inf")  # a collector started before its learner waits for the run's first checkpoint
     if args.time_limit is not None:
         settings.append(f"env.time_limit={args.time_limit}")
-    prepare_logdir(args.outdir, "--outdir")
-    collector = Collector(args.checkpoint, args.outdir, args.policy, seed=args.seed, overrides=settings,
-                          reload_every=args.reload_every, wait_seconds=wait, per_checkpoint=args.per_checkpoint)
+    with _new_outdir(args.outdir):
+        collector = Collector(args.checkpoint, args.outdir, args.policy, seed=args.seed, overrides=settings,
+                              reload_every=args.reload_every, wait_seconds=wait, per_checkpoint=args.per_checkpoint)
     try:
         collector.run(args.episodes)
     except KeyboardInterrupt:  # the way `--episodes forever` ends; every finished episode is already on disk

@@ -174,6 +174,22 @@ def test_collect_random_and_bad_arguments(tmp_path, capsys):
     assert "gym:Pendulum-v1" in capsys.readouterr().err
 
 
+def test_a_collection_that_fails_before_its_first_episode_leaves_no_folder_it_made(tmp_path, capsys):
+    """An unknown gym id is found when the environment starts, after --outdir was made: the folder goes again;
+    a folder that existed before stays, empty or not."""
+    outdir = tmp_path / "new"
+    assert main(["collect", "--task", "gym:Pendulum-v9", "--obs", "state", "--episodes", "1", "--outdir", str(outdir)]) == 2
+    assert "Pendulum-v9" in capsys.readouterr().err
+    assert not outdir.exists()
+    empty, kept = tmp_path / "empty", tmp_path / "kept"
+    empty.mkdir()
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    for folder in (empty, kept):
+        assert main(["collect", "--task", "gym:Pendulum-v9", "--obs", "state", "--episodes", "1", "--outdir", str(folder)]) == 2
+    assert empty.is_dir() and (kept / "notes.txt").read_text() == "mine"
+
+
 def test_variables_and_filtered_restore_into_a_new_run(trained, tmp_path, capsys, caplog):
     logdir, _ = trained
     assert main(["variables", logdir]) == 0

@@ -177,7 +177,9 @@ def test_offline_data_is_read_in_the_tasks_format_not_the_first_files(tmp_path, 
     last = records(logdir)[-1]
     assert last["replay/files_loaded"] == 5.0  # the five Pendulum episodes
     assert last["replay/files_mismatched"] == 1.0 and last["replay/files_skipped"] == 3.0
-    capsys.readouterr()
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: Skipping episode file")]
+    assert sorted(line.split()[4].rstrip(":") for line in warned) == sorted(str(data / name) for name in (  # each once
+        names[0], "20300101T000000-folder-10.npz", "20300101T000001-dangling-10.npz"))
     # The model acts in Pendulum's 1-d action space: evaluating it on the task works.
     assert main(["evaluate", "--logdir", logdir, "--episodes", "1", "--quiet"]) == 0
 

@@ -5,6 +5,7 @@ Each takes what it checks explicitly: the config, and the episode directory or t
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import tensorflow as tf
@@ -53,9 +54,36 @@ def check_offline_data(directory: str, config: Config, spec: EpisodeSpec) -> Non
     """Raises the replay's own NoEpisodesError (what was skipped and why, what the task expects) unless `directory`
     holds an episode of format `spec` that the replay can cut a `data.chunk_length` chunk from, waiting up to
     `data.wait_seconds` for one; capped at one episode, the replay reads the newest files only until it finds one."""
-    probe = EpisodeReplay(directory, config.data.chunk_length, max_episodes=1,
-                          wait_seconds=config.data.wait_seconds, spec=spec)
-    _ = probe.spec  # waits up to data.wait_seconds for a usable episode
+    # Its warnings about unusable files are held back: if a usable episode is found, the training replay warns
+    # about each such file itself (once, not twice); if none is, they are let through before the error.
+    held = _HeldWarnings()
+    logger = logging.getLogger("planet_sac")
+    logger.addFilter(held)
+    try:
+        probe = EpisodeReplay(directory, config.data.chunk_length, max_episodes=1,
+                              wait_seconds=config.data.wait_seconds, spec=spec)
+        _ = probe.spec  # waits up to data.wait_seconds for a usable episode
+    except BaseException:
+        logger.removeFilter(held)
+        for record in held.records:
+            logger.handle(record)
+        raise
+    finally:
+        logger.removeFilter(held)
+
+
+class _HeldWarnings(logging.Filter):
+    """Keeps the records of level WARNING and below instead of passing them on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.WARNING:
+            self.records.append(record)
+            return False
+        return True
 
 
 def imagination_termination_warning(config: Config, replay_stats: dict) -> str | None:

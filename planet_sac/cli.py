@@ -19,7 +19,7 @@ import logging
 import math
 import os
 import sys
-from typing import Iterator, Sequence
+from typing import Iterator, NoReturn, Sequence
 
 from planet_sac import __version__
 from planet_sac.config import MAX_SEED, POLICIES, ConfigError
@@ -29,13 +29,21 @@ RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
 """The `--set` keys random collection uses; its task, observations, action repeat and episode length are flags."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block before them): `planet-sac CMD: error: ...`, as every
+    other refusal of the command line; `--help` shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help shows the usage)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    output = argparse.ArgumentParser(add_help=False)
+    output = _Parser(add_help=False)
     loudness = output.add_mutually_exclusive_group()
     loudness.add_argument("--verbose", action="store_true", help="debug logs and TensorFlow's own start-up messages")
     loudness.add_argument("--quiet", action="store_true", help="only warnings and the final result (no progress bars)")
 
-    parser = argparse.ArgumentParser(prog="planet-sac", description="PlaNet world models with CEM planning and a SAC head.")
+    parser = _Parser(prog="planet-sac", description="PlaNet world models with CEM planning and a SAC head.")
     parser.add_argument("--version", action="version", version=f"planet-sac {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 

@@ -78,12 +78,14 @@ def test_set_with_a_wrong_value_is_one_line_too(tmp_path, capsys):
     (["collect", "--time-limit", "two"], "argument --time-limit: 'two' is not a whole number"),
 ])
 def test_out_of_range_numbers_on_the_command_line_are_usage_errors(argv, message, tmp_path, capsys):
-    """Refused by the parser (exit status 2, usage and one error line), not by gymnasium with a traceback."""
+    """Refused by the parser (exit status 2, one error line naming the command), not by gymnasium with a traceback."""
     if argv[0] == "collect":
         argv = [*argv, "--task", "gym:Pendulum-v1", "--episodes", "1", "--outdir", str(tmp_path / "out")]
     with pytest.raises(SystemExit) as exit_:
         main(argv)
-    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and message in err
+    assert err.startswith(f"planet-sac {argv[0]}: error: argument ") and err.endswith(f"(planet-sac {argv[0]} --help shows the usage)\n")
     assert os.listdir(tmp_path) == []
 
 

@@ -352,10 +352,10 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
     started = time.perf_counter()
     existed = os.path.isdir(spec.run_dir)
     config = resolve_run_config(spec.run_dir, config_path, [*overrides, *spec.overrides()])
+    log.info("%s seed %d: %s %s", spec.task, spec.seed, "run directory found:" if existed else "new run directory:",
+             spec.run_dir)  # then the Trainer says whether it resumed or started from scratch
     trainer = Trainer(config, spec.run_dir, progress=progress)
     try:
-        log.info("%s seed %d: %s (%s)", spec.task, spec.seed, trainer.start_message,
-                 "run directory found" if existed else "new run directory")
         trainer.collect_seed_episodes()
         # From the seed episodes alone (the oldest files): a resumed run aims at the updates of an uninterrupted one.
         seeds, seed_agent_steps = EpisodeFolder(trainer.train_dir).counts(oldest=config.data.seed_episodes)
@@ -363,7 +363,7 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
         if train_steps == 0:
             raise ConfigError(f"--env-steps {env_steps}: the {seeds} seed episodes of {spec.task} alone hold "
                               f"{seed_agent_steps * config.env.action_repeat} env steps, so nothing would be trained; "
-                              "ask for more (the run directory keeps them)")
+                              "ask for more with the same --out, and the run starts there")
         while True:
             trainer.run(train_steps)
             if int(trainer.counters.step.numpy()) < train_steps:  # SIGINT/SIGTERM: checkpointed, the next call resumes

@@ -82,12 +82,11 @@ def main() -> None:
     pairs = [imagined_and_real(agent.world_model, agent.sac, episode, args.horizon, args.every, args.samples, seed)
              for seed, episode in enumerate(episodes)]
     predicted, real = np.concatenate([p for p, _ in pairs]), np.concatenate([r for _, r in pairs])
-    failed = [p for (p, _), episode in zip(pairs, episodes) if float(np.sum(episode["reward"])) < 1e-3]
-    failed_real = [r for (_, r), episode in zip(pairs, episodes) if float(np.sum(episode["reward"])) < 1e-3]
+    failed = [pair for pair, episode in zip(pairs, episodes) if float(np.sum(episode["reward"])) < 1e-3]
     result = {"logdir": args.logdir, "step": step, "overrides": args.set, "horizon": args.horizon,
               "samples": args.samples, "returns": [summary["return"] for summary in summaries],
               "starts": len(predicted), "by_depth": by_depth(predicted, real),
-              "by_depth_on_failed_episodes": by_depth(np.concatenate(failed), np.concatenate(failed_real)) if failed else None}
+              "by_depth_on_failed_episodes": by_depth(*(np.concatenate(side) for side in zip(*failed))) if failed else None}
     for row in result["by_depth"]:
         print(json.dumps(row), flush=True)
     print("returns", result["returns"])

@@ -113,6 +113,7 @@ class ModelConfig:
     augment_shift: int = 0  # 0 = off; else the encoder's training input is shifted by up to this many pixels per chunk (DrQ: 4)
     augment_target: Literal["unshifted", "shifted"] = "unshifted"  # augment_shift's image target: as recorded (DrQ), or shifted too
     reward_scale: float = 10.0  # PlaNet's reward_scale
+    value_scale: float = 0.0  # 0 = off (PlaNet); else weight of the SAC critics' TD loss on the posteriors, into encoder and RSSM (DrQ)
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w
     foreground_mask: Literal["chunk", "chunk_or_batch"] = "chunk"  # w's pixels: off the chunk's median frame, or also off the batch's
@@ -144,7 +145,7 @@ class ModelConfig:
                               f"the batch's background a pixel is weighted, and model.foreground_mask="
                               f"{self.foreground_mask} does not look at the batch; set model.foreground_mask="
                               "chunk_or_batch or leave the threshold at 0.1")
-        for name in ("free_nats", "kl_scale", "reward_scale", "continuation_scale", "overshooting_scale"):
+        for name in ("free_nats", "kl_scale", "reward_scale", "value_scale", "continuation_scale", "overshooting_scale"):
             checks.non_negative(f"model.{name}", getattr(self, name))
         checks.non_negative("model.overshooting_distance", self.overshooting_distance)
         checks.note("model.overshooting_distance", "> 0 only with model.overshooting_scale > 0")
@@ -432,6 +433,11 @@ class Config:
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")
+        checks.note("model.value_scale", "above 0 only with sac.updates_per_step above 0")
+        if self.model.value_scale and not self.sac.updates_per_step:
+            raise ConfigError(f"model.value_scale={self.model.value_scale} trains the model with the SAC critics' TD "
+                              "loss, and sac.updates_per_step=0 never trains the critics; set sac.updates_per_step "
+                              "above 0 or model.value_scale=0")
         checks.note("model.foreground_weight", "above 1 only with env.obs=image")
         if self.model.foreground_weight != 1.0 and self.env.obs != "image":
             raise ConfigError(f"model.foreground_weight={self.model.foreground_weight} weighs moving pixels, and "

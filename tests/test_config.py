@@ -169,6 +169,8 @@ def test_bad_values_are_rejected_with_a_clear_message(override, message):
     (["env.obs=state", "env.test_envs=2"], "env.test_envs=2: parallel test episodes are for image tasks"),
     (["env.obs=state", "model.augment_shift=4"], "model.augment_shift=4 shifts images, and env.obs=state"),
     (["model.augment_target=shifted"], "model.augment_target=shifted shifts the image target as model.augment_shift"),
+    (["model.value_scale=1", "sac.updates_per_step=0"], "model.value_scale=1.0 trains the model with the SAC critics"),
+    (["model.value_scale=-1"], "model.value_scale"),
     (["env.obs=state", "model.foreground_weight=10"], "model.foreground_weight=10.0 weighs moving pixels, and env.obs=state"),
     (["model.foreground_mask=chunk_or_batch"], "model.foreground_mask=chunk_or_batch chooses the pixels that "
                                                "model.foreground_weight weights, and it is 1"),

@@ -167,6 +167,15 @@ class SAC(tf.Module):
         next_value = self.q_value(next_features, next_action, target=True) - self.alpha * next_log_prob
         return tf.stop_gradient(reward + self.config.discount ** steps * discount * next_value)
 
+    def critic_loss(self, features: tf.Tensor, action: tf.Tensor, target: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The twin critics' TD loss 0.5 * mean((Q1 - y)^2) + 0.5 * mean((Q2 - y)^2) for targets y [N]; and Q1 [N].
+
+        Differentiable in the critics' weights and in `features` (`model.value_scale` trains the world model's
+        features with it)."""
+        x = tf.concat([features, action], -1)
+        q1, q2 = tf.squeeze(self.critic1(x), -1), tf.squeeze(self.critic2(x), -1)
+        return 0.5 * tf.reduce_mean(tf.square(q1 - target)) + 0.5 * tf.reduce_mean(tf.square(q2 - target)), q1
+
     def actor_loss(self, features: tf.Tensor, noise: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """mean(alpha * log pi(a|z) - min Q(z, a) / return_scale()), a ~ pi(z) reparameterised by `noise`; and
         log pi(a|z)."""
@@ -197,9 +206,7 @@ class SAC(tf.Module):
         features, next_features = tf.stop_gradient(features), tf.stop_gradient(next_features)
         target = self.critic_target(reward, discount, next_features, rng.normal(tf.shape(action)), steps)
         with tf.GradientTape() as tape:
-            x = tf.concat([features, action], -1)
-            q1, q2 = tf.squeeze(self.critic1(x), -1), tf.squeeze(self.critic2(x), -1)
-            critic_loss = 0.5 * tf.reduce_mean(tf.square(q1 - target)) + 0.5 * tf.reduce_mean(tf.square(q2 - target))
+            critic_loss, q1 = self.critic_loss(features, action, target)
         critic_grads = tape.gradient(critic_loss, self.critic_variables)
 
         if train_actor:

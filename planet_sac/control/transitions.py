@@ -18,7 +18,7 @@ their rewards are the reward head's predictions and their discounts the continua
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 import tensorflow as tf
 
@@ -69,6 +69,25 @@ def real_transitions(features: tf.Tensor, action: tf.Tensor, reward: tf.Tensor, 
     flat = lambda t: tf.reshape(t, [-1, *t.shape[2:]])  # noqa: E731
     return Transitions(flat(features[:, :starts]), flat(action[:, 1:1 + starts]), flat(returns), flat(alive),
                        flat(features[:, n:n + starts]))
+
+
+def value_loss(sac: SAC, features: tf.Tensor, batch: Mapping[str, tf.Tensor], noise: tf.Tensor) -> tf.Tensor:
+    """The critics' TD loss on a chunk's real n-step transitions, differentiable in the posterior features [B, T, F].
+
+    The transitions are the SAC head's real half (`sac.burn_in` and `sac.n_step` as there, `batch` holding the
+    chunk's action, reward and discount), their targets those of `SAC.critic_target` with `noise`
+    [B, T - burn_in - n, A] for the next actions, and their gradient stopped; so the loss pulls the features of
+    z_t (not z_{t+n}) towards states the critics tell apart by return, as DrQ's critic trains its encoder and
+    TD-MPC's value loss its representation (`model.value_scale`).
+    """
+    cfg = sac.config
+    n, skip = cfg.n_step, cfg.burn_in
+    real = real_transitions(features[:, skip:], batch["action"][:, skip:], batch["reward"][:, skip:],
+                            batch["discount"][:, skip:], n, cfg.discount)
+    noise = tf.reshape(noise, [-1, noise.shape[-1]])
+    target = sac.critic_target(real.reward, real.discount, real.next_features, noise, n)  # gradient stopped there
+    loss, _ = sac.critic_loss(real.features, real.action, target)
+    return loss
 
 
 def imagine(world_model: WorldModel, actor_sample, start: State, horizon: int,

@@ -44,7 +44,7 @@ from planet_sac.config import Config, ConfigError, SACConfig
 from planet_sac.control.dynamics_actor import METRICS as DYNAMICS_METRICS
 from planet_sac.control.dynamics_actor import dynamics_actor_update
 from planet_sac.control.sac import SAC
-from planet_sac.control.transitions import Transitions, imagined_lambda_transitions, imagined_transitions, real_transitions
+from planet_sac.control.transitions import Transitions, imagined_lambda_transitions, imagined_transitions, real_transitions, value_loss
 from planet_sac.diagnostics import foreground_errors
 from planet_sac.models.world_model import WorldModel
 from planet_sac.optim import Adam
@@ -62,7 +62,9 @@ class Learner(tf.Module):
 
     The world-model part owns the model's optimizer and finite check and hands the posterior
     features (gradients stopped) to the actor-critic part, whose optimizers and finite check
-    live in `SAC`. The two parts share nothing else.
+    live in `SAC`. The two parts share nothing else, but for `model.value_scale` > 0: then the
+    world model's loss also holds the critics' TD loss on its posteriors (`transitions.value_loss`),
+    whose gradient reaches the encoder and RSSM only (the critics learn in the SAC updates alone).
 
     `strategy` is the `tf.distribute.Strategy` the world model and SAC head were built under
     (default: the current one); `update` takes this worker's share of the global batch.
@@ -147,6 +149,9 @@ class Learner(tf.Module):
                               f"over {workers} workers is {self.config.data.batch_size // workers} per worker")
         shard = size // local
         noise = self.world_model.sample_noise(self.rng, size * workers, length)
+        if self.config.model.value_scale:  # the next actions of the critics' targets in `value_loss`
+            sac = self.config.sac
+            noise["value"] = self.rng.normal([size * workers, length - sac.burn_in - sac.n_step, self.sac.action_size])
 
         def rows(value: tf.Tensor, index: int, axis: int = 0) -> tf.Tensor:
             return value[(slice(None),) * axis + (slice(index * shard, (index + 1) * shard),)]
@@ -190,10 +195,18 @@ class Learner(tf.Module):
         noises = {key: (tf.stack(tf.split(value, k, axis=1)) if key == "overshooting" else split(value))
                   for key, value in noise.items()}
 
+        value_scale = self.config.model.value_scale
+
         def micro_step(i):
+            micro_batch = {key: value[i] for key, value in batches.items()}
+            micro_noise = {key: value[i] for key, value in noises.items()}
+            value_noise = micro_noise.pop("value", None)
             with tf.GradientTape() as tape:
-                loss, metrics, posts = wm.loss({key: value[i] for key, value in batches.items()},
-                                               {key: value[i] for key, value in noises.items()})
+                loss, metrics, posts = wm.loss(micro_batch, micro_noise)
+                if value_noise is not None:  # model.value_scale: the critics' TD loss, into the model only
+                    values = value_loss(self.sac, wm.rssm.features(posts), micro_batch, value_noise)
+                    loss += value_scale * values
+                    metrics = dict(metrics, **{"loss/value": values, "loss/total": loss})
             grads = [g / k for g in tape.gradient(loss, variables)]
             metrics = {key: value / k for key, value in metrics.items()}
             return grads, metrics, tf.stop_gradient(wm.rssm.features(posts))

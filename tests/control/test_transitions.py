@@ -14,6 +14,7 @@ from planet_sac.control.transitions import (
     n_step_returns,
     real_transitions,
     soft_lambda_targets,
+    value_loss,
 )
 from tests.test_planet_fidelity import numpy_rssm, tiny_state_model
 
@@ -190,3 +191,53 @@ def test_imagined_lambda_transitions_pair_each_imagined_state_with_its_target():
     # ... so the critic update's target is the transition's reward
     target = sac.critic_target(out.reward, out.discount, out.next_features, tf.random.normal(out.action.shape, seed=4), steps=3)
     np.testing.assert_allclose(target.numpy(), out.reward.numpy(), rtol=1e-6)
+
+
+def test_value_loss_is_the_critics_td_loss_on_the_chunks_real_transitions_and_reaches_the_features():
+    """model.value_scale's term, in numpy: after `burn_in`, every z_t with t + n inside the chunk, its action
+    a_{t+1} and its n-step return, bootstrapped at z_{t+n} with the noise's next action; 0.5 * mean((Q_i - y)^2)
+    for both critics. Its gradient reaches z_t, never z_{t+n}."""
+    from tests import numpy_reference as ref
+
+    batch, length, size, n, burn_in, gamma = 3, 8, 5, 2, 1, 0.9
+    sac = SAC(SACConfig(units=8, discount=gamma, n_step=n, burn_in=burn_in, init_alpha=0.3), size, 2, seed=0)
+    for online, target in ((sac.critic1, sac.target_critic1), (sac.critic2, sac.target_critic2)):  # targets differ
+        for o, t in zip(online.variables, target.variables):
+            t.assign(o * 0.5 + 0.1)
+    rng = np.random.default_rng(3)
+    features = rng.normal(size=(batch, length, size)).astype(np.float32)
+    chunk = {"action": rng.uniform(-1, 1, (batch, length, 2)).astype(np.float32),
+             "reward": rng.normal(size=(batch, length)).astype(np.float32),
+             "discount": np.ones((batch, length), np.float32)}
+    chunk["discount"][1, 5] = 0.0  # sequence 1 terminates on arriving at step 5
+    starts = length - burn_in - n
+    noise = rng.normal(size=(batch, starts, 2)).astype(np.float32)
+
+    td, errors = [], []
+    for b in range(batch):
+        for s in range(starts):
+            t = burn_in + s
+            ret, alive = 0.0, 1.0
+            for k in range(n):
+                ret += gamma ** k * alive * chunk["reward"][b, t + 1 + k]
+                alive *= chunk["discount"][b, t + 1 + k]
+            following = features[b, t + n][None]
+            next_action, log_prob = ref.sample(sac, following, noise[b, s][None])
+            value = ref.q_value(sac, following, next_action, target=True)[0] - 0.3 * log_prob[0]
+            y = ret + gamma ** n * alive * value
+            x = np.concatenate([features[b, t], chunk["action"][b, t + 1]])[None]
+            errors.append([ref.mlp(x, sac.critic1)[0, 0] - y, ref.mlp(x, sac.critic2)[0, 0] - y])
+            td.append((b, t))
+    errors = np.array(errors)
+    expected = 0.5 * np.mean(errors[:, 0] ** 2) + 0.5 * np.mean(errors[:, 1] ** 2)
+
+    tensor = tf.constant(features)
+    with tf.GradientTape() as tape:
+        tape.watch(tensor)
+        loss = value_loss(sac, tensor, {key: tf.constant(value) for key, value in chunk.items()}, tf.constant(noise))
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    grad = np.abs(tape.gradient(loss, tensor).numpy()).sum(-1)  # [B, T]
+    reached = np.zeros((batch, length), bool)
+    for b, t in td:
+        reached[b, t] = True
+    assert np.all(grad[reached] > 0) and np.all(grad[~reached] == 0)  # z_t only: the targets are constants

@@ -473,3 +473,60 @@ def test_lambda_targets_start_a_transition_at_every_imagined_state_and_the_criti
     assert float(metrics["sac/skipped_updates"]) == 0.0
     np.testing.assert_allclose(float(metrics["sac/imagined/target"]), float(metrics["sac/imagined/reward"]), rtol=1e-5)
     assert abs(float(metrics["sac/real/target"]) - float(metrics["sac/real/reward"])) > 1e-3  # real: bootstrapped
+
+
+def test_value_scale_adds_the_critics_td_loss_to_the_world_models_gradient_only(smoke_config):
+    """model.value_scale=0.5: the world model's gradient is that of its own loss plus 0.5 x `value_loss` on its
+    posteriors (the targets' noise drawn after the model's, each micro-batch taking its rows), read off Adam's
+    first moment after one update; the critics are not in it (they learn in the SAC updates only)."""
+    from planet_sac.control.transitions import value_loss
+
+    config = apply_overrides(smoke_config, ["model.value_scale=0.5", "optim.grad_clip=.inf", "optim.accumulate=2", "optim.jit_compile=false",
+                                            "sac.n_step=2", "sac.burn_in=1", "sac.updates_per_step=1"])
+    learner = build(config)
+    wm, sac = learner.world_model, learner.sac
+    batch = state_batch(batch=4, length=10)
+    rng = tf.random.Generator.from_state(learner.rng.state.numpy(), learner.rng.algorithm)  # a copy
+    noise = wm.sample_noise(rng, 4, 10)
+    value_noise = rng.normal([4, 10 - 1 - 2, 1])
+    tensors = {key: tf.constant(value) for key, value in batch.items()}
+    with tf.GradientTape(persistent=True) as tape:
+        model_loss, metrics, posts = wm.loss(tensors, noise)
+        td = value_loss(sac, wm.rssm.features(posts), tensors, value_noise)
+    variables = wm.trainable_variables
+    td_grads = tape.gradient(td, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    expected = [g + 0.5 * v for g, v in zip(tape.gradient(model_loss, variables), td_grads)]
+    assert float(tf.linalg.global_norm(td_grads)) > 0  # the TD loss reaches the model
+    critics_before = [v.numpy() for v in sac.critic_variables]
+
+    out = learner.update(batch)
+    np.testing.assert_allclose(float(out["loss/value"]), float(td), rtol=1e-4)
+    np.testing.assert_allclose(float(out["loss/total"]), float(model_loss) + 0.5 * float(td), rtol=1e-4)
+    for m, g, var in zip(learner.optimizer.m, expected, variables):
+        np.testing.assert_allclose(m.numpy(), 0.1 * g.numpy(), rtol=2e-3, atol=1e-7, err_msg=var.name)
+    assert learner.optimizer.variables_ == list(variables)  # no critic in the model's optimizer
+    changed = [not np.array_equal(b, v.numpy()) for b, v in zip(critics_before, sac.critic_variables)]
+    assert any(changed)  # the one SAC update trained them, by its own loss
+
+
+def test_without_value_scale_the_update_draws_no_value_noise(smoke_config, monkeypatch):
+    """model.value_scale=0 (every shipped config) draws exactly what an update drew before the key existed, so
+    runs made before it repeat; with it, one more draw: the TD targets' next-action noise [B, T - burn_in - n, A]."""
+    draws = {}
+    tf.config.run_functions_eagerly(True)
+    try:
+        for scale in (0.0, 0.5):
+            learner = build(apply_overrides(smoke_config, [f"model.value_scale={scale}", "sac.updates_per_step=1",
+                                                           "sac.n_step=2", "sac.burn_in=1"]))
+            seen = draws[scale] = []
+            for method in ("normal", "uniform"):
+                real = getattr(learner.rng, method)
+                monkeypatch.setattr(learner.rng, method, lambda shape, *a, _real=real, _m=method, **k:
+                                    seen.append((_m, tuple(int(d) for d in shape))) or _real(shape, *a, **k))
+            learner.update(state_batch(batch=4, length=10))
+    finally:
+        tf.config.run_functions_eagerly(False)
+    without, with_value = draws[0.0], draws[0.5]
+    extra = with_value.index(("normal", (4, 7, 1)))
+    assert ("normal", (4, 7, 1)) not in without
+    assert with_value[:extra] + with_value[extra + 1:] == without

@@ -26,7 +26,7 @@ import numpy as np
 UPDATES = 3
 OVERRIDES = [  # of configs/smoke.yaml: every kind of noise (overshooting's is split on axis 1), micro-batches, SAC on
     "model.overshooting_distance=2", "model.overshooting_scale=0.5", "model.free_nats=1.0", "optim.accumulate=2",
-    "sac.batch_size=32", "sac.real_ratio=0.5", "sac.imagination_horizon=3",
+    "sac.batch_size=32", "sac.real_ratio=0.5", "sac.imagination_horizon=3", "model.value_scale=0.5",
 ]
 
 

@@ -1,7 +1,8 @@
 """Soft Actor-Critic on the world model's latent features (as in SLAC).
 
 The actor and twin critics see `concat(deter, stoch)` of the RSSM posterior with
-gradients stopped, so SAC never changes the world model. Transitions come from the
+gradients stopped, so SAC's updates never change the world model (`model.value_scale` instead adds the
+critics' TD loss to the world model's own; `control/transitions.value_loss`). Transitions come from the
 same streamed chunks the world model trains on: the posterior over a chunk gives
 z_t and z_t+1 for every step, and the episode's `discount` handles terminations.
 

@@ -113,7 +113,7 @@ class ModelConfig:
     augment_shift: int = 0  # 0 = off; else the encoder's training input is shifted by up to this many pixels per chunk (DrQ: 4)
     augment_target: Literal["unshifted", "shifted"] = "unshifted"  # augment_shift's image target: as recorded (DrQ), or shifted too
     reward_scale: float = 10.0  # PlaNet's reward_scale
-    value_scale: float = 0.0  # 0 = off (PlaNet); else weight of the SAC critics' TD loss on the posteriors, into encoder and RSSM (DrQ)
+    value_scale: float = 0.0  # 0 = off (PlaNet); else weight of the SAC critics' TD loss on the posteriors, into encoder and RSSM via the GRU state
     obs_std: float = 1.0  # std of the decoder's Gaussian over observations (PlaNet, Dreamer: 1); below 1 asks for precision
     foreground_weight: float = 1.0  # 1 = PlaNet's image loss; w > 1 multiplies the squared error of a chunk's moving pixels by w
     foreground_mask: Literal["chunk", "chunk_or_batch"] = "chunk"  # w's pixels: off the chunk's median frame, or also off the batch's

@@ -64,7 +64,8 @@ class Learner(tf.Module):
     features (gradients stopped) to the actor-critic part, whose optimizers and finite check
     live in `SAC`. The two parts share nothing else, but for `model.value_scale` > 0: then the
     world model's loss also holds the critics' TD loss on its posteriors (`transitions.value_loss`),
-    whose gradient reaches the encoder and RSSM only (the critics learn in the SAC updates alone).
+    whose gradient reaches the encoder and RSSM through the posteriors' GRU state `deter` only (not
+    their sampled `stoch`), and never the critics, which learn in the SAC updates alone.
 
     `strategy` is the `tf.distribute.Strategy` the world model and SAC head were built under
     (default: the current one); `update` takes this worker's share of the global batch.
@@ -203,8 +204,10 @@ class Learner(tf.Module):
             value_noise = micro_noise.pop("value", None)
             with tf.GradientTape() as tape:
                 loss, metrics, posts = wm.loss(micro_batch, micro_noise)
-                if value_noise is not None:  # model.value_scale: the critics' TD loss, into the model only
-                    values = value_loss(self.sac, wm.rssm.features(posts), micro_batch, value_noise)
+                if value_noise is not None:  # model.value_scale: the critics' TD loss, into the model only,
+                    # through the GRU state (bounded by its tanh); through the posterior's sample too it diverged
+                    value_features = wm.rssm.features({"deter": posts["deter"], "stoch": tf.stop_gradient(posts["stoch"])})
+                    values = value_loss(self.sac, value_features, micro_batch, value_noise)
                     loss += value_scale * values
                     metrics = dict(metrics, **{"loss/value": values, "loss/total": loss})
             grads = [g / k for g in tape.gradient(loss, variables)]

@@ -477,8 +477,9 @@ def test_lambda_targets_start_a_transition_at_every_imagined_state_and_the_criti
 
 def test_value_scale_adds_the_critics_td_loss_to_the_world_models_gradient_only(smoke_config):
     """model.value_scale=0.5: the world model's gradient is that of its own loss plus 0.5 x `value_loss` on its
-    posteriors (the targets' noise drawn after the model's, each micro-batch taking its rows), read off Adam's
-    first moment after one update; the critics are not in it (they learn in the SAC updates only)."""
+    posteriors, through their GRU state only (the targets' noise drawn after the model's, each micro-batch taking
+    its rows), read off Adam's first moment after one update; the critics are not in it (they learn in the SAC
+    updates only)."""
     from planet_sac.control.transitions import value_loss
 
     config = apply_overrides(smoke_config, ["model.value_scale=0.5", "optim.grad_clip=.inf", "optim.accumulate=2", "optim.jit_compile=false",
@@ -492,7 +493,8 @@ def test_value_scale_adds_the_critics_td_loss_to_the_world_models_gradient_only(
     tensors = {key: tf.constant(value) for key, value in batch.items()}
     with tf.GradientTape(persistent=True) as tape:
         model_loss, metrics, posts = wm.loss(tensors, noise)
-        td = value_loss(sac, wm.rssm.features(posts), tensors, value_noise)
+        deter_only = tf.concat([posts["deter"], tf.stop_gradient(posts["stoch"])], -1)  # the sample gets none
+        td = value_loss(sac, deter_only, tensors, value_noise)
     variables = wm.trainable_variables
     td_grads = tape.gradient(td, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     expected = [g + 0.5 * v for g, v in zip(tape.gradient(model_loss, variables), td_grads)]

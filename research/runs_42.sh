@@ -299,6 +299,14 @@ EOF
   #   for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1"; do  # "dmc:walker-walk 0"
   #     echo "value1_v4 cb2e3b8 v4 50000 $entry model.value_scale=1"
   #   done
+  # Read 2026-11-29 22:50: seed 1 diverged too, at 19k-20k (loss/kl 15 -> 39 -> 1.1e6); stopped there. Not kept.
+  # `valuedet_v4` (2026-11-29 22:55, snapshot 249959e): value1's TD loss with its gradient into the model through the
+  # posteriors' GRU state only (bounded by its tanh), not their unbounded stoch sample, where value1's critic moved
+  # the posterior until it diverged (DrQ-v2 bounds what its critic reads with a LayerNorm and tanh). Weight 1. Same
+  # rule as value1, fixed before the runs; stopped at once if loss/kl leaves v4's range (under about 20) by 50x.
+  for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1"; do  # "dmc:walker-walk 0"
+    echo "valuedet_v4 249959e v4 50000 $entry model.value_scale=1"
+  done
   for seed in 0 1 2; do for task in $six; do echo "$bench4 $v4n v4 100000 $task $seed"; done; done
   # Seeds 3-4 without the final comparison of CEM, SAC-guided CEM and random (5 episodes each, 15-35 minutes a run
   # beside the other worker, about 10 hours over the 12 runs): the head's 10-episode final evaluation and the

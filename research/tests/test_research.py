@@ -489,3 +489,37 @@ def test_imagination_gap_pairs_the_actors_imagined_rewards_with_the_recorded_one
     np.testing.assert_allclose(predicted, by_hand, rtol=1e-5, atol=1e-6)
     rows = module.by_depth(np.array([[1.0, 2.0], [3.0, 6.0]]), np.array([[0.0, 2.0], [1.0, 0.0]]))
     assert rows == [{"k": 1, "predicted": 2.0, "real": 0.5, "gap": 1.5}, {"k": 2, "predicted": 4.0, "real": 1.0, "gap": 3.0}]
+
+
+def test_critic_slope_reads_the_actors_mean_and_the_critics_slope_at_its_mode():
+    """head_along: at every filtered state the actor's pre-tanh mean, min Q at tanh(mean) and dQ/da there, against
+    numpy (tests/numpy_reference) and a central finite difference of the numpy critics; summary by hand."""
+    from planet_sac.config import SACConfig
+    from planet_sac.control.sac import SAC
+    from planet_sac.diagnostics import episode_posteriors
+    from tests import numpy_reference as ref
+
+    module = _load_research_module("critic_slope")
+    model = tiny_state_model()
+    sac = SAC(SACConfig(units=8), model.rssm.feature_size, 1, seed=3)
+    for online, target in ((sac.critic1, sac.target_critic1), (sac.critic2, sac.target_critic2)):
+        for o, t in zip(online.variables, target.variables):  # the head acts on the online critics, not these
+            t.assign(-o)
+    rng = np.random.default_rng(4)
+    episode = {"state": rng.normal(size=(9, 3)).astype(np.float32),
+               "action": rng.uniform(-1, 1, (9, 1)).astype(np.float32),
+               "reward": rng.normal(size=9).astype(np.float32), "discount": np.ones(9, np.float32)}
+    head = module.head_along(model, sac, episode)
+    posts = episode_posteriors(model, episode)
+    features = np.concatenate([posts["deter"].numpy(), posts["stoch"].numpy()], -1).astype(np.float64)
+    mean, _ = ref.actor(sac, features)
+    np.testing.assert_allclose(head["mu"], mean, rtol=1e-4, atol=1e-6)
+    mode = np.tanh(mean)
+    np.testing.assert_allclose(head["q"], ref.q_value(sac, features, mode), rtol=1e-4, atol=1e-6)
+    step = 1e-4
+    slope = (ref.q_value(sac, features, mode + step) - ref.q_value(sac, features, mode - step)) / (2 * step)
+    np.testing.assert_allclose(head["slope"][:, 0], slope, rtol=2e-3, atol=1e-4)
+    assert np.abs(slope).max() > 1e-2  # a slope to compare, not zeros
+    row = module.summary({"mu": np.array([[0.5, -3.0], [-1.0, 1.0]]), "q": np.array([10.0, 20.0]),
+                          "slope": np.array([[0.2, -0.4], [-0.6, 0.0]])}, 7.0)
+    assert row == {"return": 7.0, "abs_mu": [0.75, 2.0], "saturated": [0.0, 0.5], "q": 15.0, "abs_slope": [0.4, 0.2]}

@@ -47,9 +47,9 @@ def head_along(world_model, sac, episode: dict) -> dict:
 def summary(head: dict, episode_return: float) -> dict:
     """One episode's row: its return, mean |mu| and saturated share per dimension, mean Q and mean |dQ/da|."""
     mu, slope = np.abs(head["mu"]), np.abs(head["slope"])
-    return {"return": episode_return, "abs_mu": mu.mean(0).round(3).tolist(),
-            "saturated": (mu > SATURATED).mean(0).round(3).tolist(), "q": round(float(head["q"].mean()), 2),
-            "abs_slope": slope.mean(0).round(3).tolist()}
+    rounded = lambda values: [round(float(value), 3) for value in values]  # noqa: E731
+    return {"return": episode_return, "abs_mu": rounded(mu.mean(0)), "saturated": rounded((mu > SATURATED).mean(0)),
+            "q": round(float(head["q"].mean()), 2), "abs_slope": rounded(slope.mean(0))}
 
 
 def main() -> None:

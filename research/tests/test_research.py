@@ -520,6 +520,25 @@ def test_critic_slope_reads_the_actors_mean_and_the_critics_slope_at_its_mode():
     slope = (ref.q_value(sac, features, mode + step) - ref.q_value(sac, features, mode - step)) / (2 * step)
     np.testing.assert_allclose(head["slope"][:, 0], slope, rtol=2e-3, atol=1e-4)
     assert np.abs(slope).max() > 1e-2  # a slope to compare, not zeros
+    # where the actor's loss moves its mean, signed along sign(mu), over 3 noise draws, by hand:
+    # d(alpha log pi)/d mu = 2 alpha tanh(u) (the tanh correction; the Gaussian's term does not move with mu), and
+    # d(-min Q)/d mu = -dQ/da (1 - tanh(u)^2) at a = tanh(u), u = mu + std * noise
+    sac.log_alpha.assign(np.log(0.3))
+    centre = np.sort(ref.actor(sac, features)[0].ravel())[3:5].mean()  # the means moved to both signs, none at 0
+    sac.actor.out.bias.assign(sac.actor.out.bias.numpy() - np.array([centre, 0.0], np.float32))
+    noise = rng.normal(size=(3, len(features), 1)).astype(np.float32)
+    entropy_push, q_push = module.actor_pushes(sac, tf.constant(features, tf.float32), tf.constant(noise))
+    mean, log_std = ref.actor(sac, features)
+    u = mean[None] + np.exp(log_std)[None] * noise
+    direction = np.sign(mean)
+    assert (direction > 0).any() and (direction < 0).any()  # both signs, so the signing is checked
+    np.testing.assert_allclose(entropy_push, -(2 * 0.3 * np.tanh(u)).mean(0) * direction, rtol=1e-4, atol=1e-6)
+    slopes = np.stack([(ref.q_value(sac, features, np.tanh(u[k]) + step) - ref.q_value(sac, features, np.tanh(u[k]) - step))
+                       / (2 * step) for k in range(3)])[..., None]
+    np.testing.assert_allclose(q_push, (slopes * (1 - np.tanh(u) ** 2)).mean(0) * direction, rtol=2e-3, atol=1e-4)
     row = module.summary({"mu": np.array([[0.5, -3.0], [-1.0, 1.0]]), "q": np.array([10.0, 20.0]),
-                          "slope": np.array([[0.2, -0.4], [-0.6, 0.0]])}, 7.0)
-    assert row == {"return": 7.0, "abs_mu": [0.75, 2.0], "saturated": [0.0, 0.5], "q": 15.0, "abs_slope": [0.4, 0.2]}
+                          "slope": np.array([[0.2, -0.4], [-0.6, 0.0]]),
+                          "entropy_push": np.array([[-0.1, -0.3], [-0.3, 0.1]]),
+                          "q_push": np.array([[0.0, 0.2], [0.4, 0.4]])}, 7.0)
+    assert row == {"return": 7.0, "abs_mu": [0.75, 2.0], "saturated": [0.0, 0.5], "q": 15.0, "abs_slope": [0.4, 0.2],
+                   "entropy_push": [-0.2, -0.1], "q_push": [0.2, 0.3]}

@@ -307,7 +307,7 @@ EOF
   for entry in "dmc:reacher-easy 0" "dmc:reacher-easy 1"; do  # "dmc:walker-walk 0"
     echo "valuedet_v4 249959e v4 50000 $entry model.value_scale=1"
   done
-  # Read 2026-11-29 23:45: not kept. Stable (loss/kl 12-22), but the mean of the 40k and 50k test phases 147.9 and 43.8
+  # Read 2026-11-29 23:45: not kept. Stable (loss/kl 12-22 at 20k-50k, v4 11-16), but the mean of the 40k and 50k test phases 147.9 and 43.8
   # (v4 273.3, 113.6), final evaluation 103.4 and 35.1 (194, 145); far targets 13.9 and 8.5; Q on the real half 59.7
   # and 10.2 against v4's 186.8 and 152.4. No walker run.
   for seed in 0 1 2; do for task in $six; do echo "$bench4 $v4n v4 100000 $task $seed"; done; done

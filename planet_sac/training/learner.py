@@ -151,8 +151,8 @@ class Learner(tf.Module):
         shard = size // local
         noise = self.world_model.sample_noise(self.rng, size * workers, length)
         if self.config.model.value_scale:  # the next actions of the critics' targets in `value_loss`
-            sac = self.config.sac
-            noise["value"] = self.rng.normal([size * workers, length - sac.burn_in - sac.n_step, self.sac.action_size])
+            starts = length - self.config.sac.burn_in - self.config.sac.n_step
+            noise["value"] = self.rng.normal([size * workers, starts, self.sac.action_size])
 
         def rows(value: tf.Tensor, index: int, axis: int = 0) -> tf.Tensor:
             return value[(slice(None),) * axis + (slice(index * shard, (index + 1) * shard),)]

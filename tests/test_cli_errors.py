@@ -114,6 +114,47 @@ def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(argv, fla
     assert f"{flag} {missing}/" in line and f"the folder {missing} does not exist" in line
 
 
+@pytest.mark.parametrize("flag, relative", [
+    ("--json", "config.yaml"), ("--json", "metrics.jsonl"), ("--json", "checkpoints/returns.json"),
+    ("--video", "train_episodes/first.gif"),
+])
+def test_evaluate_refuses_to_write_over_the_runs_own_files(flag, relative, run, capsys):
+    before = snapshot(run)
+    target = os.path.join(run, relative)
+    assert main(["evaluate", "--logdir", run, "--episodes", "1", "--policy", "random", flag, target, "--quiet"]) == 2
+    line = one_line_error(capsys, "evaluate")
+    assert f"{flag} {target} would overwrite a file of the run in {os.path.realpath(run)}" in line
+    assert snapshot(run) == before
+
+
+def test_an_output_file_is_refused_only_where_a_run_or_an_episode_owns_it(tmp_path):
+    from planet_sac.config import ConfigError
+    from planet_sac.errors import check_output_file
+
+    run = tmp_path / "suite" / "runs" / "task" / "seed0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 0\n")
+    (run / "events.out.tfevents.1.host").write_text("")
+    (tmp_path / "episode.npz").write_text("")
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "config.yaml").write_text("seed: 0\n")  # a config alone is no run
+    for refused in (run / "config.yaml", run / "metrics.jsonl", run / "run.lock", run / "events.out.tfevents.1.host",
+                    run / "checkpoints" / "new.json", tmp_path / "episode.npz"):
+        with pytest.raises(ConfigError, match="would overwrite"):
+            check_output_file(str(refused), "--json")
+    for allowed in (run / "returns.json", tmp_path / "suite" / "table.json", tmp_path / "new.npz",
+                    tmp_path / "loose" / "config.yaml"):
+        check_output_file(str(allowed), "--json")
+
+
+def test_the_run_layout_the_output_check_protects_is_the_runs(run):
+    from planet_sac.errors import RUN_FILES, RUN_FOLDERS
+
+    entries = set(os.listdir(run))
+    assert {"config.yaml", "metrics.jsonl", "checkpoints", "train_episodes", "test_episodes"} <= entries
+    assert all(name in RUN_FILES + RUN_FOLDERS or name.startswith("events.out.tfevents") for name in entries), entries
+
+
 def test_suite_out_that_is_a_file_is_one_line(tmp_path, capsys):
     path = tmp_path / "file"
     path.write_text("x")

@@ -102,7 +102,10 @@ class GymEnv(SimEnv):
 
     def _advance(self, action: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
         self._last_obs, reward, terminated, truncated, info = self._env.step(action)
-        return float(reward), bool(terminated), bool(truncated), info
+        try:
+            return float(reward), bool(terminated), bool(truncated), info
+        except (TypeError, ValueError):
+            raise ConfigError(f"gym:{self.name} returned a reward that is not a number: {reward!r:.80}") from None
 
     def _observe(self) -> dict[str, np.ndarray]:
         obs = self._last_obs
@@ -119,7 +122,12 @@ class GymEnv(SimEnv):
             parts = [np.asarray(spaces.flatten(inner[key], obs[key]), np.float32).ravel()
                      for key in self._state_keys]
             state = np.concatenate(parts)
-        return {"state": np.asarray(state, np.float32)}
+        state = np.asarray(state, np.float32)
+        size = spaces.flatdim(self.observation_space["state"])
+        if state.shape != (size,):
+            raise ConfigError(f"gym:{self.name} returned an observation of {state.size} values where its observation "
+                              f"space {self._inner_obs_space} has {size}")
+        return {"state": state}
 
     def render(self) -> np.ndarray:
         """The inner environment's full-resolution RGB frame."""

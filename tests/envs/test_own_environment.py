@@ -203,6 +203,48 @@ def test_module_errors_are_one_line_from_the_command_line(module_dir, tmp_path, 
     assert status == 2 and len(err) == 1 and words in err[0], err
 
 
+@pytest.mark.parametrize("task, words", [
+    ("gym:breaks_contract:WordReward-v0", "gym:breaks_contract:WordReward-v0 returned a reward that is not a number: 'abc'"),
+    ("gym:breaks_contract:Grows-v0", "gym:breaks_contract:Grows-v0 returned an observation of 3 values where its "
+                                     "observation space Box(-1.0, 1.0, (2,), float32) has 2"),
+])
+def test_an_environment_that_breaks_its_own_spaces_mid_episode_is_one_line(module_dir, tmp_path, capsys, task, words):
+    write_module(module_dir, "breaks_contract", """
+        import gymnasium
+        import numpy as np
+        from gymnasium import spaces
+
+        class Env(gymnasium.Env):
+            def __init__(self, render_mode=None):
+                self.observation_space = spaces.Box(-1, 1, (2,), np.float32)
+                self.action_space = spaces.Box(-1, 1, (1,), np.float32)
+                self.t = 0
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.t = 0
+                return np.zeros(2, np.float32), {}
+
+        class WordReward(Env):
+            def step(self, action):
+                self.t += 1
+                return np.zeros(2, np.float32), ("abc" if self.t == 3 else 1.0), False, False, {}
+
+        class Grows(Env):
+            def step(self, action):
+                self.t += 1
+                return np.zeros(3 if self.t == 3 else 2, np.float32), 1.0, False, False, {}
+
+        gymnasium.register("WordReward-v0", entry_point="breaks_contract:WordReward")
+        gymnasium.register("Grows-v0", entry_point="breaks_contract:Grows")
+    """)
+    outdir = tmp_path / "episodes"
+    status = main(["collect", "--task", task, "--obs", "state", "--episodes", "1", "--time-limit", "8",
+                   "--outdir", str(outdir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and words in err[0], err
+
+
 def test_a_train_that_fails_at_its_environment_leaves_no_folder(module_dir, tmp_path, capsys):
     """A missing package shows only when the environment is built, after the logdir is made: it used to leave a
     folder holding run.lock alone, which `evaluate` then called 'not a training run'."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -140,6 +141,29 @@ def test_read_metrics_keeps_whole_records_and_skips_a_partial_last_line(tmp_path
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1, "loss/total": 2.5}\n[1, 2]\n{"step": 2, "loss/total": 2.0}\n{"step": 3, "loss/to')
     assert read_metrics(str(path)) == [{"step": 1, "loss/total": 2.5}, {"step": 2, "loss/total": 2.0}]
+
+
+def test_read_metrics_skips_damaged_lines_counts_them_once_and_keeps_the_rest(tmp_path, caplog):
+    from planet_sac.metrics import read_metrics
+
+    path = tmp_path / "metrics.jsonl"  # a byte that is not UTF-8 and a line of garbage amid whole records
+    path.write_bytes(b'{"step": 1}\n{"step": \xff2}\n\x00\x01garbage\n{"step": 3}\n\n{"step": 4, "lo')
+    with caplog.at_level("WARNING", logger="planet_sac"):
+        assert read_metrics(str(path)) == [{"step": 1}, {"step": 3}]
+        assert read_metrics(str(path)) == [{"step": 1}, {"step": 3}]
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert warnings == [f"{path}: skipped 2 damaged lines (not a JSON record)"]
+
+
+def test_plot_and_resume_read_past_a_metrics_file_with_a_damaged_byte(smoke_run_copy, tmp_path, capsys):
+    path = os.path.join(smoke_run_copy, "metrics.jsonl")
+    with open(path, "rb") as file:
+        lines = file.read().splitlines(keepends=True)
+    lines[1] = b"\xff" + lines[1][1:]
+    with open(path, "wb") as file:
+        file.write(b"".join(lines))
+    assert main(["plot", smoke_run_copy, "--out", str(tmp_path / "curves.png"), "--quiet"]) == 0
+    assert main(["train", "--logdir", smoke_run_copy, "--train-steps", "21", "--quiet"]) == 0
 
 
 def test_an_old_run_with_only_test_return_is_drawn_as_its_test_policy(tmp_path):

@@ -239,9 +239,16 @@ def read_scores(path: str) -> list[dict]:
     if not isinstance(records, list) or not all(isinstance(r, dict) and set(SCORE_KEYS) <= set(r) for r in records):
         raise ConfigError(f"{path}: expected a list of records with {', '.join(SCORE_KEYS)} (Dreamer's score format)")
     for record in records:
+        where = f"{path}: the record of {record['task']} seed {record['seed']}"
+        for key in ("xs", "ys"):
+            values = record[key]
+            if not isinstance(values, list):
+                raise ConfigError(f"{where} has {key} {str(values)[:40]!r}, not a list of numbers")
+            bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float))]
+            if bad:
+                raise ConfigError(f"{where} has {len(bad)} {key} that are not numbers (first {str(bad[0])[:40]!r})")
         if len(record["xs"]) != len(record["ys"]):
-            raise ConfigError(f"{path}: the record of {record['task']} seed {record['seed']} has "
-                              f"{len(record['xs'])} xs but {len(record['ys'])} ys")
+            raise ConfigError(f"{where} has {len(record['xs'])} xs but {len(record['ys'])} ys")
     return records
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import matplotlib
 import numpy as np
@@ -116,6 +117,13 @@ def test_bad_score_files_are_one_line_errors(tmp_path):
     bad.write_bytes(gzip.compress(b'[{"task": "t", "method": "m", "seed": 0, "xs": [1, 2], "ys": [1]}]'))
     with pytest.raises(ConfigError, match="has 2 xs but 1 ys"):
         read_scores(str(bad))
+    for xs, ys, words in (([0, "5", 100], [0, 1, 2], "has 1 xs that are not numbers (first '5')"),
+                          ([0, [1], 100], [0, 1, 2], "has 1 xs that are not numbers (first '[1]')"),
+                          ([0, 1], [True, 2], "has 1 ys that are not numbers (first 'True')"),
+                          (7, [1], "has xs '7', not a list of numbers")):
+        bad.write_bytes(gzip.compress(json.dumps([{"task": "t", "method": "m", "seed": 0, "xs": xs, "ys": ys}]).encode()))
+        with pytest.raises(ConfigError, match=re.escape(f"{bad}: the record of t seed 0 {words}")):
+            read_scores(str(bad))
     bad.write_text("plain text")
     with pytest.raises(ConfigError, match="not a gzipped JSON score file"):
         read_scores(str(bad))

@@ -23,7 +23,7 @@ from typing import Iterator, NoReturn, Sequence
 
 from planet_sac import __version__
 from planet_sac.config import MAX_SEED, POLICIES, ConfigError
-from planet_sac.errors import SetupError, check_output_file
+from planet_sac.errors import SetupError, check_file_system, check_output_file
 
 RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
 """The `--set` keys random collection uses; its task, observations, action repeat and episode length are flags."""
@@ -48,15 +48,15 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", parents=[output], help="train a world model and agent, or resume a run in --logdir")
-    train.add_argument("--logdir", required=True, help="run directory; an existing one is resumed")
-    train.add_argument("--config", metavar="FILE|NAME",
+    _path_argument(train, "--logdir", required=True, help="run directory; an existing one is resumed")
+    _path_argument(train, "--config", metavar="FILE|NAME",
                        help="YAML config: a file, or a shipped config's name such as pendulum (planet-sac configs lists them); "
                             "a resumed run uses its saved config.yaml")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. data.batch_size=16")
     train.add_argument("--train-steps", type=int, help="stop after this many gradient updates in total")
-    train.add_argument("--offline-data", metavar="EPISODE_DIR",
+    _path_argument(train, "--offline-data", metavar="EPISODE_DIR",
                        help="train the world model from this episode directory only (no collection, no test phases)")
-    train.add_argument("--restore-from", metavar="CHECKPOINT", help="start from another run's variables (logdir, checkpoints/ or prefix)")
+    _path_argument(train, "--restore-from", metavar="CHECKPOINT", help="start from another run's variables (logdir, checkpoints/ or prefix)")
     train.add_argument("--include", nargs="+", default=[], metavar="REGEX",
                        help="with --restore-from: names to restore (re.match), default all; a run's counters, "
                             "random-number streams and skip counts are never taken from another run")
@@ -68,14 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     coll.add_argument("--obs", choices=["image", "state"], help="observation mode (default: image, or the checkpoint's)")
     coll.add_argument("--episodes", type=_episodes, required=True, metavar="N|forever",
                       help="episodes to collect; forever: until interrupted (with --checkpoint)")
-    coll.add_argument("--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
+    _path_argument(coll, "--outdir", required=True, help="episode directory, e.g. a run's LOGDIR/train_episodes (any tf.io.gfile path)")
     coll.add_argument("--seed", type=_seed, default=0,
                       help="environment 0 gets SEED, environment i > 0 and restarted ones a hash of (SEED, i, restarts); "
                            "a trained policy's noise comes from it too (default: 0)")
     coll.add_argument("--action-repeat", type=_positive_int, help="default: 1, or the checkpoint's")
     coll.add_argument("--time-limit", type=_positive_int, help="agent steps per episode (default: the task's own)")
     coll.add_argument("--policy", choices=POLICIES, default="random")
-    coll.add_argument("--checkpoint", help="logdir, checkpoints/ folder or prefix of a trained run (needed unless --policy random)")
+    _path_argument(coll, "--checkpoint", help="logdir, checkpoints/ folder or prefix of a trained run (needed unless --policy random)")
     coll.add_argument("--reload-every", type=float, metavar="SECONDS",
                       help="with --checkpoint LOGDIR: load the run's newest checkpoint when one appears, checked this often "
                            "(between rounds of episodes); waits for the run's first checkpoint")
@@ -87,33 +87,33 @@ def _parser() -> argparse.ArgumentParser:
                            f"{', '.join(RANDOM_COLLECTION_KEYS)})")
 
     evaluate = commands.add_parser("evaluate", parents=[output], help="run the latest checkpoint and report returns")
-    evaluate.add_argument("--logdir", required=True)
+    _path_argument(evaluate, "--logdir", required=True, help="the run; its latest checkpoint is evaluated")
     evaluate.add_argument("--episodes", type=int, default=5)
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
     evaluate.add_argument("--seed", type=_seed, default=12345,
                           help="episode k of every policy starts from SEED + k (default: 12345)")
-    evaluate.add_argument("--video", metavar="FILE.mp4|FILE.gif", help="write the first policy's first episode as a video")
+    _path_argument(evaluate, "--video", metavar="FILE.mp4|FILE.gif", help="write the first policy's first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
-    evaluate.add_argument("--json", metavar="FILE.json",
+    _path_argument(evaluate, "--json", metavar="FILE.json",
                           help="also write each policy's per-episode returns (episode k starts from --seed + k) to this file")
 
     bench = commands.add_parser("bench", parents=[output],
                                 help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
     bench.add_argument("--size", choices=["full", "tiny"], default="full", help="full: PlaNet's sizes; tiny: a quick check")
     bench.add_argument("--reps", type=int, default=3, help="timed calls per figure (median), after one warm-up call")
-    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    bench.add_argument("--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh); with --size full")
+    _path_argument(bench, "--json", metavar="FILE", help="also write the results as JSON")
+    _path_argument(bench, "--peer", metavar="PYTHON", help="python of mbrl-lib's venv (bash ../shared/bench/peer_setup.sh); with --size full")
 
     export = commands.add_parser("export", parents=[output],
                                  help="write a run's policy as a TensorFlow SavedModel (TF-Agents' PolicySaver conventions)")
-    export.add_argument("--logdir", required=True, help="the run; its latest checkpoint is exported")
+    _path_argument(export, "--logdir", required=True, help="the run; its latest checkpoint is exported")
     export.add_argument("--policy", choices=["sac", "cem", "sac_guided_cem"], default="sac", help="the policy to export")
-    export.add_argument("--out", metavar="DIR", help="new folder for the SavedModel (default: LOGDIR/export/POLICY)")
+    _path_argument(export, "--out", metavar="DIR", help="new folder for the SavedModel (default: LOGDIR/export/POLICY)")
 
 
     suite = commands.add_parser("suite", parents=[output],
                                 help="train and evaluate every task x seed one after another; publish Dreamer-format score files")
-    suite.add_argument("--config", required=True, metavar="FILE|NAME",
+    _path_argument(suite, "--config", required=True, metavar="FILE|NAME",
                        help="YAML config shared by every run (the suite sets task, action repeat, seed): a file, or a shipped "
                             "config's name such as dmc_vision_cpu (planet-sac configs lists them)")
     suite.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     suite.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED", help="default: 0 1 2")
     suite.add_argument("--env-steps", type=int, default=100_000,
                        help="environment steps per run, action repeat included, seed episodes included (default: 100000)")
-    suite.add_argument("--out", required=True, metavar="DIR", help="runs/, scores/ and results/ go here")
+    _path_argument(suite, "--out", required=True, metavar="DIR", help="runs/, scores/ and results/ go here")
     suite.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key for every run")
     suite.add_argument("--action-repeat", action="extend", nargs="+", default=[], metavar="TASK=N",
                        help="action repeat of tasks outside PlaNet's table (other dmc: tasks: 2, as DreamerV3 and DrQ-v2), "
@@ -133,11 +133,11 @@ def _parser() -> argparse.ArgumentParser:
 
     plot = commands.add_parser("plot", parents=[output],
                                help="draw the curves of runs (metrics.jsonl) or of score files (one panel per task, with baselines)")
-    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR|SCORES.json.gz",
+    _path_argument(plot, "logdirs", nargs="+", metavar="LOGDIR|SCORES.json.gz",
                       help="runs to plot (several are drawn as mean and spread too), or score files of `planet-sac suite`")
-    plot.add_argument("--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
+    _path_argument(plot, "--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
     plot.add_argument("--smooth", type=int, default=1, metavar="N", help="runs: moving average over N points (default: 1, none)")
-    plot.add_argument("--baselines", nargs="+", default=[], metavar="SCORES.json.gz",
+    _path_argument(plot, "--baselines", nargs="+", default=[], metavar="SCORES.json.gz",
                       help="score files: other methods' score files drawn beside them, e.g. ../shared/baselines/dmc_vision-*.json.gz")
     plot.add_argument("--bin", type=float, default=10_000, metavar="ENV_STEPS",
                       help="score files: each seed's curve is averaged in bins of this many env steps (default: 10000; "
@@ -145,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--budget", type=float, metavar="ENV_STEPS", help="score files: x axis end (default: the last x of ours)")
 
     variables = commands.add_parser("variables", parents=[output], help="list the variables (names and shapes) of a checkpoint")
-    variables.add_argument("checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
+    _path_argument(variables, "checkpoint", help="logdir, checkpoints/ folder or checkpoint prefix")
 
     commands.add_parser("configs", parents=[output], help="list the shipped configs: the names --config takes, what each is, "
                         "where they are", description="List the configs that ship with planet-sac: each name (what --config "
@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
                                     description="Print every config key (type, default, allowed values, meaning) as Markdown "
                                                 "tables, as in docs/config.md. `planet-sac configs` lists the shipped config "
                                                 "files, which --config takes by name (--config pendulum).")
-    reference.add_argument("--out", metavar="FILE.md", help="write to this file instead of printing (e.g. docs/config.md)")
+    _path_argument(reference, "--out", metavar="FILE.md", help="write to this file instead of printing (e.g. docs/config.md)")
     return parser
 
 
@@ -252,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "configs": _configs, "config-reference": _config_reference, "bench": _bench, "export": _export,
                 "suite": _suite}
     try:
+        _check_file_systems(args)
         return commands[args.command](args)
     except user_errors as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
@@ -307,6 +308,31 @@ def _integer(text: str, low: int) -> int:
     if value < low:
         raise argparse.ArgumentTypeError(f"{value} must be >= {low}")
     return value
+
+
+def _path(text: str) -> str:
+    """A path argument: refused when empty or blank (`--logdir ''` would otherwise write into `/`, an empty
+    --outdir into the working directory, and an empty --json or --restore-from would be ignored)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty path; give a file or folder")
+    return text
+
+
+def _path_argument(command: argparse.ArgumentParser, name: str, **kwargs: object) -> None:
+    """Adds the file or folder argument `name` to `command`: a blank value is refused by argparse, and its URL
+    scheme is checked once TensorFlow is loaded (`_check_file_systems`, through the `path_flags` default)."""
+    action = command.add_argument(name, type=_path, **kwargs)  # type: ignore[arg-type]
+    shown = name if name.startswith("-") else str(kwargs.get("metavar") or name.upper())
+    command.set_defaults(path_flags={**(command.get_default("path_flags") or {}), action.dest: shown})
+
+
+def _check_file_systems(args: argparse.Namespace) -> None:
+    """Refuses, before any work, a path argument whose URL scheme no file system reads (`s3://` without a plugin)."""
+    for dest, flag in getattr(args, "path_flags", {}).items():
+        value = getattr(args, dest)
+        for path in value if isinstance(value, list) else [value]:
+            if path is not None:
+                check_file_system(path, flag)
 
 
 def _seed(text: str) -> int:

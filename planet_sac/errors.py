@@ -50,6 +50,35 @@ def check_output_file(path: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: the folder {folder} is not writable")
 
 
+def check_file_system(path: str, flag: str) -> None:
+    """Fails (ConfigError, one line) if `path` (given as `flag`) is a URL whose scheme no file system reads.
+
+    Local paths and `file://` always pass. Other schemes are TensorFlow's (`tf.io.gfile`: `gs://`, `ram://`,
+    and what an imported plugin registers); for a scheme TensorFlow lacks, the `tensorflow_io` plugin is
+    imported if installed (it registers `s3://`, `hdfs://`, `az://`, `http://`). Only the scheme is checked,
+    without a network call.
+    """
+    from planet_sac.config import ConfigError
+
+    scheme, sep, _ = path.partition("://")
+    if not sep or scheme in ("", "file"):
+        return
+    if not scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        return  # not a URL: a local name that holds "://" further in (as `a b://c`)
+    import tensorflow as tf
+
+    if scheme not in tf.io.gfile.get_registered_schemes():
+        try:
+            import tensorflow_io  # type: ignore[import-not-found]  # noqa: F401  (registers its file systems)
+        except ImportError:
+            pass
+    schemes = sorted(name for name in tf.io.gfile.get_registered_schemes() if name not in ("", "file"))
+    if scheme not in schemes:
+        raise ConfigError(f"{flag} {path}: TensorFlow has no file system for {scheme}:// here (it reads local paths"
+                          f"{''.join(f', {name}://' for name in schemes)}); s3://, hdfs:// and az:// come with "
+                          "pip install tensorflow-io")
+
+
 def _run_owning(path: str) -> str | None:
     """The run directory whose own file `path` is (see check_output_file), or None."""
     import os

@@ -328,3 +328,88 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly(command):
     os.close(read_end)
     stderr = process.communicate(timeout=120)[1].decode()
     assert process.returncode == 141 and stderr == "", stderr
+
+
+EMPTY_PATHS = [  # every argument that names a file or folder, left empty ('' as a shell's unset "$VAR" gives)
+    ["train", "--config", SMOKE, "--logdir", ""],
+    ["train", "--config", "", "--logdir", "{out}"],
+    ["train", "--config", SMOKE, "--logdir", "{out}", "--restore-from", ""],
+    ["train", "--config", SMOKE, "--logdir", "{out}", "--offline-data", " "],
+    ["collect", "--task", "gym:Pendulum-v1", "--episodes", "1", "--outdir", ""],
+    ["collect", "--policy", "sac", "--checkpoint", "", "--episodes", "1", "--outdir", "{out}"],
+    ["evaluate", "--logdir", ""],
+    ["evaluate", "--logdir", "{out}", "--json", ""],
+    ["evaluate", "--logdir", "{out}", "--video", ""],
+    ["bench", "--json", ""],
+    ["export", "--logdir", ""],
+    ["export", "--logdir", "{out}", "--out", ""],
+    ["suite", "--config", SMOKE, "--out", ""],
+    ["suite", "--config", "", "--out", "{out}"],
+    ["plot", ""],
+    ["plot", "{out}", "--out", ""],
+    ["plot", "{out}.json.gz", "--baselines", ""],
+    ["variables", ""],
+    ["config-reference", "--out", ""],
+]
+
+
+@pytest.mark.parametrize("argv", EMPTY_PATHS, ids=lambda argv: "-".join(a.strip("-") for a in argv if a.startswith("-") or a in ("", " ")))
+def test_an_empty_path_is_a_usage_error_before_anything_is_written(argv, tmp_path, capsys, monkeypatch):
+    """`--logdir ''` used to write a run into `/` (the empty prefix of `/config.yaml`), `--outdir ''` into the
+    working directory, and an empty --json, --video or --restore-from was ignored without a word."""
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "out")
+    argv = [item.replace("{out}", out) for item in argv]
+    empty = next(argv[i] for i in range(1, len(argv)) if not argv[i].strip())
+    flag = argv[argv.index(empty) - 1]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    named = f"argument {flag}" if flag.startswith("--") else "argument "
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"planet-sac {argv[0]}: error: {named}") and f"{empty!r} is an empty path" in err, err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["train", "--config", SMOKE, "--logdir", "s3://bucket/run"], "--logdir s3://bucket/run"),
+    (["collect", "--task", "gym:Pendulum-v1", "--episodes", "1", "--outdir", "hdfs://cluster/episodes"],
+     "--outdir hdfs://cluster/episodes"),
+    (["evaluate", "--logdir", "{out}", "--json", "foo://x/returns.json"], "--json foo://x/returns.json"),
+    (["variables", "s3://bucket/run"], "CHECKPOINT s3://bucket/run"),
+    (["plot", "az://container/run"], "LOGDIR|SCORES.json.gz az://container/run"),
+])
+def test_a_url_no_file_system_reads_is_one_line_before_any_work(argv, named, tmp_path, capsys, monkeypatch):
+    """TensorFlow raised UnimplementedError with its traceback, after the agent was built for some commands."""
+    monkeypatch.chdir(tmp_path)
+    scheme = named.split(" ")[1].split("://")[0]
+    assert main([item.replace("{out}", str(tmp_path / "out")) for item in argv]) == 2
+    line = one_line_error(capsys, argv[0])
+    assert f"error: {named}: TensorFlow has no file system for {scheme}:// here" in line
+    assert "pip install tensorflow-io" in line and os.listdir(tmp_path) == []
+
+
+def test_the_file_system_check_passes_what_tensorflow_reads_without_a_network_call(monkeypatch):
+    from planet_sac.errors import check_file_system
+
+    monkeypatch.setattr(tf.io.gfile, "exists", lambda path: pytest.fail(f"looked up {path}"))
+    for path in ("gs://bucket/run", "ram://run", "file:///tmp/run", "/tmp/run", "relative/run", "odd name://x"):
+        check_file_system(path, "--logdir")
+
+
+def test_a_scheme_tensorflow_lacks_loads_the_tensorflow_io_plugin(monkeypatch, tmp_path):
+    """tensorflow-io registers s3:// (and hdfs://, az://) when imported; planet-sac imports it when a path asks."""
+    from planet_sac.config import ConfigError
+    from planet_sac.errors import check_file_system
+
+    plugin = tmp_path / "tensorflow_io.py"
+    plugin.write_text("import tensorflow as tf\nREGISTERED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tensorflow_io", raising=False)
+    own = tf.io.gfile.get_registered_schemes
+    monkeypatch.setattr(tf.io.gfile, "get_registered_schemes",
+                        lambda: own() + (["s3"] if "tensorflow_io" in sys.modules else []))
+    with pytest.raises(ConfigError, match="hdfs://"):
+        check_file_system("hdfs://cluster/run", "--logdir")  # the plugin (this one) does not register it
+    check_file_system("s3://bucket/run", "--logdir")
+    assert sys.modules["tensorflow_io"].REGISTERED

@@ -45,8 +45,9 @@ def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", ac
     """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs, env.shadow_size)."""
     env = dataclasses.replace(apply_overrides(Config(), list(overrides)).env, task=task, obs=cast(Literal["image", "state"], obs),
                               action_repeat=action_repeat, time_limit=time_limit)
+    folder = EpisodeFolder(outdir)  # checked before an environment starts
     envs = make_envs(env, seed=seed)
-    actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, EpisodeFolder(outdir))
+    actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, folder)
     try:
         return actor.run(episodes, progress=progress)
     finally:

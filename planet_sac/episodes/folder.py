@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from planet_sac.config import ConfigError
 from planet_sac.episodes.storage import episode_length, save_episode
 
 log = logging.getLogger("planet_sac")
@@ -59,6 +60,8 @@ class EpisodeFolder:
     """The episode folder `directory` (any `tf.io.gfile` path; it need not exist yet): see the module's contract."""
 
     def __init__(self, directory: str):
+        if not directory.strip():  # "" would write episodes at the file system's root ("/<name>.npz")
+            raise ConfigError(f"episode folder {directory!r} is empty; give a folder")
         self.directory = directory
 
     def __repr__(self) -> str:

@@ -46,7 +46,7 @@ from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN
 from planet_sac.agent import Agent
-from planet_sac.config import Config
+from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import load_config
 from planet_sac.diagnostics import open_loop
 from planet_sac.episodes.folder import EpisodeFolder
@@ -83,6 +83,8 @@ class Trainer:
     def __init__(self, config: Config, logdir: str, offline_data: str | None = None, progress: bool = True,
                  force: bool = False, restore_from: str | None = None, include: Sequence[str] = (),
                  exclude: Sequence[str] = ()):
+        if not logdir.strip():  # "" would put the run's files at the file system's root ("/config.yaml")
+            raise ConfigError(f"logdir {logdir!r} is empty; give the run's directory")
         self.config = config
         self.logdir = logdir.rstrip("/")
         make_tensorflow_deterministic()  # with every random stream seeded, a run repeats on one machine

@@ -141,3 +141,18 @@ def test_training_a_finished_run_again_returns_what_its_last_call_returned(smoke
     again = train(offline, str(tmp_path / "offline"), offline_data=str(DATA / "pendulum_state"), train_steps=10,
                   progress=False)
     assert again == first and "loss/total" in again and again["step"] == 10
+
+
+@pytest.mark.parametrize("logdir", ["", "  "])
+def test_an_empty_logdir_is_refused_before_anything_is_written(logdir, smoke_config, tmp_path, monkeypatch):
+    """The Python API's twin of `--logdir ''`: "" would put the run's files at the file system's root."""
+    from planet_sac.acting.collector import collect_random
+    from planet_sac.config import ConfigError
+    from planet_sac.training.trainer import train
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"logdir {logdir!r} is empty"):
+        train(smoke_config, logdir)
+    with pytest.raises(ConfigError, match=f"episode folder {logdir!r} is empty; give a folder"):
+        collect_random(logdir, 1, "gym:Pendulum-v1", "state")
+    assert os.listdir(tmp_path) == [] and not os.path.exists("/config.yaml")

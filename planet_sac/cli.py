@@ -126,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     suite.add_argument("--action-repeat", action="extend", nargs="+", default=[], metavar="TASK=N",
                        help="action repeat of tasks outside PlaNet's table (other dmc: tasks: 2, as DreamerV3 and DrQ-v2), "
                             "e.g. gym:Pendulum-v1=2 dmc:hopper-hop=4")
-    suite.add_argument("--method", default="planet_sac", help="method name of the score records and file (default: planet_sac)")
+    suite.add_argument("--method", default="planet_sac",
+                       help="method name of the score records and file: letters, digits, _ . + (default: planet_sac); "
+                            "one per --out")
     suite.add_argument("--eval-episodes", type=int, default=10, help="final evaluation episodes of the headline policy (policy.test)")
     suite.add_argument("--compare-episodes", type=int, default=5,
                        help="final evaluation episodes of each other policy (random, cem, sac, sac_guided_cem); 0: none")

@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from typing import IO, TYPE_CHECKING, Iterator, Mapping, Sequence, cast
@@ -281,15 +282,40 @@ def is_finished(spec: RunSpec, env_steps: int) -> bool:
         return False
 
 
-def check_same_config(spec: RunSpec, config: Config, env_steps: int) -> None:
-    """Refuses an `OUT` whose run of `spec` (finished, or stopped with its directory) was made with another config.
+def check_method(method: str) -> None:
+    """Refuses a method name that is not a plain name: it becomes part of the score file's name
+    (`<benchmark>-<method>.json.gz`), where a `/` or `..` would put the file outside `OUT/scores`."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+]*", method):
+        raise ConfigError(f"--method {method!r}: a method name is letters, digits, '_', '.' and '+', starting with a "
+                          "letter or digit (it names the score file), e.g. planet_sac")
+
+
+def finished_method(spec: RunSpec) -> str | None:
+    """The method a finished run's result.json was published under (None if it names none or cannot be read)."""
+    try:
+        with open(spec.result_path) as file:
+            method = json.load(file).get("method")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return method if isinstance(method, str) else None
+
+
+def check_same_config(spec: RunSpec, config: Config, env_steps: int, method: str = METHOD) -> None:
+    """Refuses an `OUT` whose run of `spec` (finished, or stopped with its directory) was made with another config,
+    or finished under another method name.
 
     A score file mixes no configurations: a finished run would otherwise be skipped and its record kept
     although the command now asks for other settings, and a stopped one would fail only when its turn came.
+    Runs are not kept apart by method (`OUT/runs/<task>/seed<k>`), so a finished run of another method would
+    be skipped and never reach this method's score file.
     """
     from planet_sac.training.run_dir import check_config_change  # TensorFlow: imported when a run is checked
 
     if is_finished(spec, env_steps):
+        published = finished_method(spec)
+        if published is not None and published != method:
+            raise ConfigError(f"{spec.results_dir} holds a finished run of method {published!r}, not --method "
+                              f"{method!r}; runs of two methods need two --out folders")
         saved = os.path.join(spec.results_dir, "config.yaml")
         changed = diff(read_config_file(saved), config) if os.path.isfile(saved) else []
         if changed:
@@ -419,6 +445,7 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
     """Runs every seed x task (seed 0 of every task first), skipping finished runs and runs another suite process
     on the same `out` has claimed; returns one summary per run."""
     from planet_sac.config_loading import load_config
+    from planet_sac.envs.tasks import check_task
 
     if env_steps < 1:
         raise ConfigError(f"--env-steps={env_steps}: must be >= 1")
@@ -434,8 +461,10 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
         if item.split("=", 1)[0].strip() in SUITE_KEYS:
             raise ConfigError(f"--set {item}: the suite sets {', '.join(SUITE_KEYS)} per run (use --tasks, --seeds, "
                               "--action-repeat)")
+    check_method(method)
     repeats = action_repeats(tasks, explicit_repeats)
-    for task in tasks:  # every run's config is checked before the first one starts
+    for task in tasks:  # every run's config and task is checked before the first one starts
+        check_task(task)
         config = load_config(config_path, [*overrides, *RunSpec(task, seeds[0], repeats[task], out).overrides()])
         if config.data.seed_episodes < 1:
             raise ConfigError("data.seed_episodes=0: the suite reads an episode's length from the seed episodes "
@@ -448,7 +477,7 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
             raise ConfigError("schedule.collect=false: the suite's runs collect their own episodes; set it to true")
         for seed in seeds:
             spec = RunSpec(task, seed, repeats[task], out)
-            check_same_config(spec, load_config(config_path, [*overrides, *spec.overrides()]), env_steps)
+            check_same_config(spec, load_config(config_path, [*overrides, *spec.overrides()]), env_steps, method)
     if os.path.exists(out) and not os.path.isdir(out):  # checked last: bad arguments write nothing
         raise ConfigError(f"--out {out} is a file, not a directory; choose another path")
     try:

@@ -9,6 +9,7 @@ import datetime as dt
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -394,6 +395,52 @@ def test_a_finished_run_of_another_config_is_refused_before_anything_runs(tmp_pa
     summaries = suite.run_suite(SMOKE, [TASK], [0], 400, str(out), explicit_repeats=REPEAT, progress=False,
                                 overrides=["data.batch_size=8"])
     assert [s["status"] for s in summaries] == ["skipped"]
+
+
+@pytest.mark.parametrize("method", ["x/../../escaped", "../escaped", "a/b", "", ".hidden", "two words", "planet-sac"])
+def test_a_method_that_is_not_a_plain_name_is_refused_before_anything_is_written(method, tmp_path, monkeypatch):
+    """The method names the score file (`scores/<benchmark>-<method>.json.gz`): `x/../../escaped` wrote it
+    outside OUT."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="a method name is letters, digits"):
+        suite.run_suite(SMOKE, [TASK], [0], 400, str(tmp_path / "out"), explicit_repeats=REPEAT, method=method)
+    assert os.listdir(tmp_path) == []
+
+
+def test_plain_method_names_pass():
+    for method in ("planet_sac", "dreamerv3", "v4.1", "planet_sac+guided", "SAC"):
+        suite.check_method(method)
+
+
+def test_a_finished_run_of_another_method_is_refused_before_anything_runs(tmp_path):
+    """Runs are not kept apart by method: `--method b` on an OUT whose runs `a` finished skipped them, and b's
+    score file never got their records."""
+    out = tmp_path / "out"
+    results = _finished_run(out, 0, [])
+    (results / "result.json").write_text(json.dumps({"env_steps_target": 400, "method": "planet_sac"}))
+    before = sorted(path.name for path in out.rglob("*"))
+    with pytest.raises(ConfigError, match="holds a finished run of method 'planet_sac', not --method 'other'"):
+        suite.run_suite(SMOKE, [TASK], [1, 0], 400, str(out), explicit_repeats=REPEAT, method="other", progress=False)
+    assert sorted(path.name for path in out.rglob("*")) == before
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 400, str(out), explicit_repeats=REPEAT, progress=False)
+    assert [s["status"] for s in summaries] == ["skipped"]
+
+
+@pytest.mark.parametrize("task, message", [
+    ("gym:NoSuchTask-v0", "unknown gymnasium id 'NoSuchTask-v0'"),
+    ("gym:no_such_module:Task-v0", "no module named 'no_such_module'"),
+    pytest.param("dmc:cartpole-fly", "unknown dm_control task 'dmc:cartpole-fly'; use 'dmc:<domain>-<task>' with "
+                 "one of: cartpole-balance", marks=pytest.mark.skipif(
+                     __import__("importlib").util.find_spec("dm_control") is None, reason="needs planet-sac[dmc]")),
+    ("atari:Pong", "bad task prefix 'atari'"),
+])
+def test_an_unknown_task_anywhere_in_the_list_is_refused_before_the_first_run(task, message, tmp_path):
+    """It was found only at its turn, after the runs before it, leaving a claim file behind."""
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        suite.run_suite(SMOKE, [TASK, task], [0], 400, str(out), explicit_repeats=[*REPEAT, f"{task}=2"],
+                        progress=False)
+    assert not out.exists()
 
 
 def test_a_stopped_run_of_another_config_is_refused_before_the_first_run_starts(tmp_path):

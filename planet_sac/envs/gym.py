@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from planet_sac.config import ConfigError
 from planet_sac.envs.base import SimEnv, resize_image
-from planet_sac.envs.tasks import import_gym_module
+from planet_sac.envs.tasks import gym_spec, import_gym_module
 from planet_sac.errors import MissingPackageError
 
 
@@ -35,14 +35,7 @@ class GymEnv(SimEnv):
         super().__init__(obs_key, action_repeat, image_size, seed)
         self.name = name
         env_id = import_gym_module(name)
-        try:
-            spec = gymnasium.spec(env_id)
-        except gymnasium.error.Error as err:
-            message = " ".join(str(err).split())
-            raise ConfigError(
-                f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
-                "e.g. 'gym:Pendulum-v1', or 'gym:<module>:<id>' for an id your module registers"
-            ) from None
+        spec = gym_spec(name)
         try:  # loading the environment's module imports what it needs (Box2D, pygame, ...)
             can_render = "rgb_array" in _render_modes(spec)
             self.render_mode = "rgb_array" if can_render else None

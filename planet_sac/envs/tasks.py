@@ -56,6 +56,42 @@ def episode_limit(task: str, action_repeat: int, time_limit: int | None) -> int 
     return None if default is None else math.ceil(default / action_repeat)
 
 
+def check_task(task: str) -> None:
+    """Fails unless `task` names a task this installation can build; reads the registries, builds no environment.
+
+    Raises:
+        ConfigError: For a malformed task, an unknown gymnasium id (its module imported first) or an unknown
+            dm_control task (one line each, as `make_env` says them).
+        MissingPackageError, SetupError: If dm_control, which a `dmc:` task needs, cannot be imported.
+    """
+    source, sep, name = task.partition(":")
+    if not sep or not name:
+        raise ConfigError(f"bad task {task!r}: {TASK_FORMAT}")
+    if source == "gym":
+        gym_spec(name)
+    elif source == "dmc":
+        from planet_sac.envs.dmc import check_dmc_task
+
+        check_dmc_task(name)
+    else:
+        raise ConfigError(f"bad task prefix {source!r} in {task!r}: {TASK_FORMAT}")
+
+
+def gym_spec(name: str) -> gymnasium.envs.registration.EnvSpec:
+    """The registered spec of the gymnasium task `name` (`Pendulum-v1` or `module:id`, the module imported first).
+
+    Raises:
+        ConfigError: If the module cannot be imported or the id is not registered (one line).
+    """
+    env_id = import_gym_module(name)
+    try:
+        return gymnasium.spec(env_id)
+    except gymnasium.error.Error as err:
+        message = " ".join(str(err).split())
+        raise ConfigError(f"unknown gymnasium id {name!r} ({message}); use 'gym:<id>' with a registered id, "
+                          "e.g. 'gym:Pendulum-v1', or 'gym:<module>:<id>' for an id your module registers") from None
+
+
 def import_gym_module(name: str) -> str:
     """The gymnasium id of ``module:id`` (or a bare ``id``), after importing ``module`` so that it registers ``id``.
 

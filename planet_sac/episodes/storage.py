@@ -10,9 +10,9 @@ key        dtype               shape
 ========== =================== ==============================================
 image      uint8               ``[T+1, H, W, 3]``   (``image`` and/or ``state``)
 state      float32             ``[T+1, D]``
-action     float32             ``[T+1, A]``
+action     float32             ``[T+1, A]``, in [-1, 1] (``make_env``'s scale)
 reward     float32             ``[T+1]``
-discount   float32             ``[T+1]``, in [0, 1]; 0 only after a termination
+discount   float32             ``[T+1]``, in [0, 1]; 0 only at the last step, after a termination
 ========== =================== ==============================================
 
 Files are named ``{UTC %Y%m%dT%H%M%S}-{uuid4 hex}-{T}.npz`` so that sorting by
@@ -47,6 +47,8 @@ import tensorflow as tf
 OBS_KEYS = ("image", "state")
 REQUIRED_KEYS = ("action", "reward", "discount")
 FLOAT_KEYS = ("state", "action", "reward", "discount")
+ACTION_TOLERANCE = 1e-6
+"""How far beyond [-1, 1] a stored action may lie (float32 rounding of a rescaled bound), and no further."""
 TEMP_PREFIX = ".tmp-"
 TEMP_SUFFIX = ".npz.part"
 
@@ -220,6 +222,14 @@ def validate_episode(episode: Mapping[str, np.ndarray], spec: EpisodeSpec | None
     discount = arrays["discount"]
     if discount.min() < 0 or discount.max() > 1:
         raise BadEpisodeError("discount out of range", f"values in [{discount.min()}, {discount.max()}], expected [0, 1]")
+    ended = np.flatnonzero(discount[:-1] == 0)
+    if ended.size:  # a termination ends the episode: what follows it is no experience of the task
+        raise BadEpisodeError("discount 0 before the end", f"at step {ended[0]} of {len(discount) - 1}; an episode ends "
+                                                           "at its termination (discount 0 only at the last step)")
+    action = arrays["action"]
+    if np.abs(action).max() > 1 + ACTION_TOLERANCE:
+        raise BadEpisodeError("action out of range", f"values in [{action.min():.4g}, {action.max():.4g}], expected "
+                              "[-1, 1]: episodes hold actions scaled to [-1, 1] (make_env's), rescale the task's own range")
 
     if spec is not None:
         _check_spec(arrays, spec)

@@ -311,6 +311,43 @@ def test_discount_out_of_range(tmp_path):
         expect_bad(write_npz(tmp_path / "bad.npz", **episode), "discount out of range")
 
 
+@pytest.mark.parametrize("step", [0, 3, 19])
+def test_a_termination_before_the_last_step_is_refused(tmp_path, step):
+    """Discount 0 marks a termination; steps after it are no experience of the task (an episode that went on)."""
+    episode = make_episode(length=20)
+    episode["discount"][step] = 0.0
+    error = expect_bad(write_npz(tmp_path / "bad.npz", **episode), "discount 0 before the end")
+    assert f"at step {step} of 20" in str(error)
+
+
+def test_a_termination_at_the_last_step_and_partial_discounts_load(tmp_path):
+    episode = make_episode(length=20)
+    episode["discount"][-1] = 0.0
+    episode["discount"][5] = 0.5  # a discount below 1 is no termination
+    loaded = load_episode(write_npz(tmp_path / "ok.npz", **episode))
+    assert loaded["discount"][-1] == 0.0 and loaded["discount"][5] == 0.5
+
+
+@pytest.mark.parametrize("value", [2.0, -1.01, 1.001])
+def test_actions_beyond_minus_one_to_one_are_refused(tmp_path, value):
+    """Actions are stored in make_env's [-1, 1]; a dataset in the task's own units (Pendulum's [-2, 2]) would
+    teach the model actions no policy can take."""
+    episode = make_episode(action_dim=2)
+    episode["action"][7, 1] = value
+    error = expect_bad(write_npz(tmp_path / "bad.npz", **episode), "action out of range")
+    assert f"{value:.4g}" in str(error) and "expected [-1, 1]" in str(error)
+    with pytest.raises(BadEpisodeError, match="action out of range"):
+        save_episode(str(tmp_path / "out"), episode)
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
+
+
+def test_actions_at_the_bounds_and_their_float32_rounding_load(tmp_path):
+    episode = make_episode(action_dim=2)
+    episode["action"][3] = [1.0, -1.0]
+    episode["action"][4] = [np.nextafter(np.float32(1), np.float32(2)), -np.nextafter(np.float32(1), np.float32(2))]
+    load_episode(write_npz(tmp_path / "ok.npz", **episode))
+
+
 def test_spec_mismatch(tmp_path):
     spec = EpisodeSpec.from_episode(make_episode(state_dim=3, action_dim=1))
     assert spec == EpisodeSpec(obs=(("state", (3,), "float32"),), action_dim=1)

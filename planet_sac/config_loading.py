@@ -124,7 +124,7 @@ def read_config_file(path: str) -> Config:
             raw = file.read()
     except (tf.errors.OpError, OSError) as error:
         raise ConfigError(f"{path}: cannot be read ({_reason(error)})") from None
-    return from_dict(_parse_mapping(raw, str(path)), source=path)
+    return from_dict(_parse_mapping(raw, str(path), EMPTY_RUN_CONFIG), source=path)
 
 
 def diff(a: Config, b: Config) -> list[str]:
@@ -252,11 +252,19 @@ def _read_yaml(path: Path | Traversable, source: str) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as error:
         raise ConfigError(f"config file {source} cannot be read ({_reason(error)})") from None
-    return _parse_mapping(raw, source)
+    return _parse_mapping(raw, source, EMPTY_CONFIG)
 
 
-def _parse_mapping(raw: bytes, source: str) -> dict[str, Any]:
-    """YAML bytes (UTF-8) to the mapping of sections a config file holds; `{}` for an empty file."""
+EMPTY_CONFIG = ("for PlaNet's defaults say so with --config default (configs/default.yaml), or write `{}` in the "
+                "file; `planet-sac configs` lists the shipped configs")
+EMPTY_RUN_CONFIG = ("save_config writes a run's config whole, so this one was emptied after the run wrote it; put back "
+                    "the run's config (a suite keeps a copy in OUT/results/TASK/seedK/config.yaml)")
+
+
+def _parse_mapping(raw: bytes, source: str, if_empty: str) -> dict[str, Any]:
+    """YAML bytes (UTF-8) to the mapping of sections a config file holds. A file with no YAML value (empty,
+    only comments, or `null`) is refused with `if_empty` as the advice: it would silently stand for PlaNet's
+    defaults; `{}` says that on purpose."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -264,10 +272,17 @@ def _parse_mapping(raw: bytes, source: str) -> dict[str, Any]:
                           "a config is a YAML file") from None
     data = load_yaml(text, source)
     if data is None:
-        return {}
+        kind = "empty" if not text.strip() else "only comments" if not _has_value_lines(text) else "null"
+        raise ConfigError(f"{source}: holds no settings ({kind}); {if_empty}")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: top level must be a mapping of sections, got {type(data).__name__}")
     return data
+
+
+def _has_value_lines(text: str) -> bool:
+    """Whether some line of YAML `text` is more than a comment or a document marker."""
+    return any(line.strip() and not line.strip().startswith("#") and line.strip() not in ("---", "...")
+               for line in text.splitlines())
 
 
 def _reason(error: BaseException) -> str:

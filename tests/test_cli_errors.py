@@ -413,3 +413,16 @@ def test_a_scheme_tensorflow_lacks_loads_the_tensorflow_io_plugin(monkeypatch, t
         check_file_system("hdfs://cluster/run", "--logdir")  # the plugin (this one) does not register it
     check_file_system("s3://bucket/run", "--logdir")
     assert sys.modules["tensorflow_io"].REGISTERED
+
+
+@pytest.mark.parametrize("text", ["", "# emptied\n"])
+def test_a_runs_emptied_config_is_named_on_resume_not_taken_for_the_defaults(text, smoke_run_copy, capsys):
+    """An emptied config.yaml was read as PlaNet's defaults: the resume then failed on checkpoint variables
+    "not in the model", pointing away from the file."""
+    with open(os.path.join(smoke_run_copy, "config.yaml"), "w") as file:
+        file.write(text)
+    before = snapshot(smoke_run_copy)
+    assert main(["train", "--logdir", smoke_run_copy, "--train-steps", "30", "--quiet"]) == 2
+    line = one_line_error(capsys, "train")
+    assert f"{smoke_run_copy}/config.yaml: holds no settings" in line and "was emptied after the run wrote it" in line
+    assert snapshot(smoke_run_copy) == before

@@ -219,6 +219,19 @@ def test_missing_file_and_bad_yaml(tmp_path, monkeypatch):
         load_config("./broken.yaml")
 
 
+@pytest.mark.parametrize("text, kind", [("", "empty"), ("\n  \n", "empty"), ("# all commented out\n# env:\n", "only comments"),
+                                        ("---\n# x\n...\n", "only comments"), ("null\n", "null"), ("~\n", "null")])
+def test_a_config_file_with_no_settings_is_refused_not_taken_for_the_defaults(text, kind, tmp_path):
+    """It trained PlaNet's full pixel run (400,000 updates) without a word; `{}` still says "defaults" on purpose."""
+    path = tmp_path / "blank.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"blank.yaml: holds no settings \({kind}\); for PlaNet's defaults say so "
+                                          r"with --config default"):
+        load_config(path)
+    path.write_text("{}\n")
+    assert load_config(path) == load_config()
+
+
 def test_yaml_is_loaded_safely(tmp_path):
     path = tmp_path / "evil.yaml"
     path.write_text("env: !!python/object/apply:os.system ['echo hacked']\n")

@@ -69,8 +69,7 @@ def export_run(logdir: str, policy: str, out: str | None = None) -> dict:
         ConfigError: `out` exists already, or the run cannot act with `policy`.
     """
     out = out or os.path.join(logdir, "export", policy)
-    if os.path.exists(out):
-        raise ConfigError(f"--out {out} exists already; choose another folder or remove it")
+    check_export_folder(out)  # before the minutes of building the agent
     check_policy(find_run_config(logdir), policy)
     config, agent, env, step = load_agent(logdir)
     try:
@@ -88,10 +87,9 @@ def export_agent(agent: Agent, config: Config, policy: str, out: str, step: int 
     `action_low` / `action_high` are the environment's own action bounds (default [-1, 1]).
     """
     check_policy(config, policy)
+    check_export_folder(out)
     parent = os.path.dirname(os.path.abspath(out))
     os.makedirs(parent, exist_ok=True)
-    if os.path.exists(out):
-        raise ConfigError(f"--out {out} exists already; choose another folder or remove it")
     module = _saved_policy(agent, config, policy, step, action_low, action_high)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=parent)
     try:
@@ -106,6 +104,23 @@ def export_agent(agent: Agent, config: Config, policy: str, out: str, step: int 
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return {"path": out, "step": step, "bytes": directory_bytes(out)}
+
+
+def check_export_folder(out: str) -> None:
+    """Fails (ConfigError, one line) unless the new folder `out` can be made: a local path that does not exist yet,
+    whose nearest existing ancestor is a writable folder (the folders between are made by the export)."""
+    if "://" in out:
+        raise ConfigError(f"--out {out}: an export is written to a local folder (copy it to {out.split('://')[0]}:// "
+                          "afterwards)")
+    if os.path.lexists(out):
+        raise ConfigError(f"--out {out} exists already; choose another folder or remove it")
+    ancestor = os.path.dirname(os.path.abspath(out))
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ConfigError(f"--out {out}: {ancestor} is a file, not a folder; choose another path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: the folder {ancestor} is not writable; choose another path")
 
 
 def directory_bytes(path: str) -> int:

@@ -279,3 +279,32 @@ def test_a_failed_write_leaves_nothing_under_out(tmp_path, monkeypatch, capsys):
     (tmp_path / "taken").mkdir()
     assert main(["export", "--logdir", str(run), "--out", str(tmp_path / "taken")]) == 2
     assert "exists already" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("out, message", [
+    ("{tmp}/file/saved", "--out {tmp}/file/saved: {tmp}/file is a file, not a folder"),
+    ("{tmp}/file/deeper/saved", "--out {tmp}/file/deeper/saved: {tmp}/file is a file, not a folder"),
+    ("{tmp}/locked/saved", "--out {tmp}/locked/saved: the folder {tmp}/locked is not writable"),
+    ("{tmp}/taken", "--out {tmp}/taken exists already"),
+    ("{tmp}/dangling", "--out {tmp}/dangling exists already"),
+    ("gs://bucket/saved", "--out gs://bucket/saved: an export is written to a local folder"),
+])
+def test_an_out_that_cannot_be_made_is_one_line_before_the_agent_is_built(out, message, tmp_path, capsys, monkeypatch):
+    """`--out FILE/sub` raised FileExistsError with its traceback after the agent was built; `gs://` made a local
+    `gs:` folder."""
+    import planet_sac.export
+
+    monkeypatch.setattr(planet_sac.export, "load_agent", lambda *args: pytest.fail("built the agent first"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "locked").mkdir(mode=0o555)
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    if "locked" in out and os.access(tmp_path / "locked", os.W_OK):
+        pytest.skip("root writes into a read-only folder")
+    before = sorted(os.listdir(tmp_path))
+    assert main(["export", "--logdir", str(FIXTURE_RUN), "--out", out.format(tmp=tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"planet-sac export: error: {message.format(tmp=tmp_path)}"] or (
+        len(err) == 1 and message.format(tmp=tmp_path) in err[0]), err
+    assert sorted(os.listdir(tmp_path)) == before

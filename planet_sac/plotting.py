@@ -14,6 +14,7 @@ bin them, then mean and standard deviation over seeds, with baseline files besid
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from typing import Sequence
@@ -23,6 +24,8 @@ import numpy as np
 from planet_sac.config import ConfigError
 from planet_sac.errors import check_output_file
 from planet_sac.metrics import read_metrics
+
+log = logging.getLogger("planet_sac")
 
 Curve = tuple[np.ndarray, np.ndarray]
 RETURNS = ("train/return", "test/return")
@@ -247,6 +250,9 @@ def read_scores(path: str) -> list[dict]:
             bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float))]
             if bad:
                 raise ConfigError(f"{where} has {len(bad)} {key} that are not numbers (first {str(bad[0])[:40]!r})")
+            infinite = [v for v in values if not math.isfinite(v)]  # JSON's NaN and Infinity: no point to draw
+            if infinite:
+                raise ConfigError(f"{where} has {len(infinite)} {key} that are not finite (first {infinite[0]})")
         if len(record["xs"]) != len(record["ys"]):
             raise ConfigError(f"{where} has {len(record['xs'])} xs but {len(record['ys'])} ys")
     return records
@@ -311,8 +317,14 @@ def plot_scores(score_files: Sequence[str], out: str, baselines: Sequence[str] =
     ours = [record for path in score_files for record in _existing_scores(path)]
     if not ours:
         raise ConfigError(f"no records in {', '.join(score_files)}; let `planet-sac suite` finish a run first")
-    others = [record for path in baselines for record in _existing_scores(path)]
     tasks = sorted({record["task"] for record in ours})
+    others = []
+    for path in baselines:
+        records = _existing_scores(path)
+        if not any(record["task"] in tasks for record in records):
+            log.warning("--baselines %s: no record of the tasks plotted (%s), skipped; it holds %s", path,
+                        ", ".join(tasks), ", ".join(sorted({str(r["task"]) for r in records})[:6]) or "no records")
+        others += records
     if budget is None:
         budget = max((max(record["xs"]) for record in ours if record["xs"]), default=bin_size)
     own_methods = sorted({str(record["method"]) for record in ours})

@@ -132,6 +132,38 @@ def test_bad_score_files_are_one_line_errors(tmp_path):
         plot_scores([empty], str(tmp_path / "x.png"))
 
 
+@pytest.mark.parametrize("key, text, first", [("ys", "[1.0, NaN, 3.0]", "nan"), ("xs", "[0, Infinity, 2]", "inf"),
+                                             ("ys", "[-Infinity, 2, 3]", "-inf")])
+def test_a_score_file_with_values_that_are_not_finite_is_one_line(key, text, first, tmp_path):
+    """Python's json reads NaN and Infinity: such a curve was drawn blank without a word."""
+    other = "[0, 1, 2]"
+    record = f'{{"task": "t", "method": "m", "seed": 3, "xs": {text if key == "xs" else other}, ' \
+             f'"ys": {text if key == "ys" else other}}}'
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(gzip.compress(f"[{record}]".encode()))
+    with pytest.raises(ConfigError, match=re.escape(f"{bad}: the record of t seed 3 has 1 {key} that are not finite "
+                                                    f"(first {first})")):
+        read_scores(str(bad))
+
+
+def test_a_baseline_without_a_record_of_the_plotted_tasks_is_a_logged_skip(tmp_path, caplog):
+    ours = _write(tmp_path / "ours.json.gz", OURS)
+    unrelated = _write(tmp_path / "atari.json.gz", [{"task": "atari_pong", "method": "x", "seed": 0, "xs": [1],
+                                                     "ys": [2.0]}])
+    empty = _write(tmp_path / "empty.json.gz", [])
+    baseline = _write(tmp_path / "base.json.gz", BASELINE)
+    with caplog.at_level("WARNING", logger="planet_sac"):
+        figure = plot_scores([ours], str(tmp_path / "fig.png"), [unrelated, baseline, empty])
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    warned = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert warned == [f"--baselines {unrelated}: no record of the tasks plotted (dmc_cartpole_swingup, dmc_cheetah_run), "
+                      "skipped; it holds atari_pong",
+                      f"--baselines {empty}: no record of the tasks plotted (dmc_cartpole_swingup, dmc_cheetah_run), "
+                      "skipped; it holds no records"]
+
+
 def test_the_published_baselines_load_when_present():
     import os
     import pathlib

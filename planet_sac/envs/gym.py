@@ -123,15 +123,32 @@ class GymEnv(SimEnv):
         return {"state": state}
 
     def render(self) -> np.ndarray:
-        """The inner environment's full-resolution RGB frame."""
+        """The inner environment's full-resolution RGB frame: uint8, H x W x 3 (gymnasium's `rgb_array`).
+
+        Raises:
+            ConfigError: If the environment returns anything else (None, a float frame, another shape): one line,
+                since a float frame in [0, 1] would otherwise be stored black.
+        """
         try:
-            return cast(np.ndarray, self._env.render())  # render_mode "rgb_array": one RGB frame
+            frame = self._env.render()  # render_mode "rgb_array": one RGB frame
         except gymnasium.error.DependencyNotInstalled as err:  # e.g. pygame for the classic-control tasks
             message = " ".join(str(err).split())
             raise MissingPackageError(f"gym:{self.name} cannot render frames: {message}") from None
+        if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
+            raise ConfigError(f"gym:{self.name} render() returned {_describe_frame(frame)}, not an RGB frame: "
+                              "render_mode='rgb_array' returns a uint8 array of shape (height, width, 3), values 0-255")
+        return frame
 
     def close(self) -> None:
         self._env.close()
+
+
+def _describe_frame(frame: object) -> str:
+    """What a render() returned, in a few words: `None`, `a float32 array of shape (64, 64, 3) with values in [0, 1]`."""
+    if not isinstance(frame, np.ndarray):
+        return "None" if frame is None else f"a {type(frame).__name__}"
+    values = f" with values in [{frame.min():.3g}, {frame.max():.3g}]" if frame.size and frame.dtype.kind in "fiub" else ""
+    return f"a {frame.dtype} array of shape {frame.shape}{values}"
 
 
 def _is_image_space(space: spaces.Space) -> bool:

@@ -245,6 +245,58 @@ def test_an_environment_that_breaks_its_own_spaces_mid_episode_is_one_line(modul
     assert status == 2 and len(err) == 1 and words in err[0], err
 
 
+@pytest.mark.parametrize("task, words", [
+    ("gym:bad_frames:NoFrame-v0", "gym:bad_frames:NoFrame-v0 render() returned None, not an RGB frame"),
+    ("gym:bad_frames:UnitFloat-v0", "gym:bad_frames:UnitFloat-v0 render() returned a float32 array of shape "
+                                    "(32, 32, 3) with values in [0, 0.5], not an RGB frame: render_mode='rgb_array' "
+                                    "returns a uint8 array of shape (height, width, 3), values 0-255"),
+    ("gym:bad_frames:Gray-v0", "render() returned a uint8 array of shape (32, 32) with values in [7, 7], not an RGB"),
+])
+def test_a_frame_that_is_not_uint8_rgb_is_one_line_not_a_black_episode(module_dir, tmp_path, capsys, task, words):
+    """A render() returning None was a traceback; float frames in [0, 1] were stored black without a word."""
+    write_module(module_dir, "bad_frames", """
+        import gymnasium
+        import numpy as np
+        from gymnasium import spaces
+
+        class Env(gymnasium.Env):
+            metadata = {"render_modes": ["rgb_array"]}
+
+            def __init__(self, render_mode=None):
+                self.observation_space = spaces.Box(-1, 1, (2,), np.float32)
+                self.action_space = spaces.Box(-1, 1, (1,), np.float32)
+                self.render_mode = render_mode
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                return np.zeros(2, np.float32), {}
+
+            def step(self, action):
+                return np.zeros(2, np.float32), 1.0, False, False, {}
+
+        class NoFrame(Env):
+            def render(self):
+                return None
+
+        class UnitFloat(Env):
+            def render(self):
+                return np.full((32, 32, 3), 0.5, np.float32) * (np.arange(32) > 0)[:, None, None]
+
+        class Gray(Env):
+            def render(self):
+                return np.full((32, 32), 7, np.uint8)
+
+        for name in ("NoFrame", "UnitFloat", "Gray"):
+            gymnasium.register(f"{name}-v0", entry_point=f"bad_frames:{name}")
+    """)
+    outdir = tmp_path / "episodes"
+    status = main(["collect", "--task", task, "--obs", "image", "--episodes", "1", "--time-limit", "4",
+                   "--outdir", str(outdir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and words in err[0], err
+    assert not outdir.exists()
+
+
 def test_a_train_that_fails_at_its_environment_leaves_no_folder(module_dir, tmp_path, capsys):
     """A missing package shows only when the environment is built, after the logdir is made: it used to leave a
     folder holding run.lock alone, which `evaluate` then called 'not a training run'."""

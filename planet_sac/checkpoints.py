@@ -314,12 +314,16 @@ def quarantine(directory: str, prefixes: Sequence[str]) -> None:
         log.warning("moved damaged checkpoint %s to %s/", _name(prefix), target)
 
 
-def compile_patterns(patterns: Sequence[str]) -> list[re.Pattern]:
-    """--include/--exclude regular expressions; a bad one is one CheckpointError line."""
-    try:
-        return [re.compile(pattern) for pattern in patterns]
-    except re.error as error:
-        raise CheckpointError(f"invalid pattern: {error}") from None
+def compile_patterns(patterns: Sequence[str], flag: str = "--include") -> list[re.Pattern]:
+    """The regular expressions of `flag` (--include, --exclude); a bad one is one CheckpointError line naming
+    the flag and the pattern."""
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as error:
+            raise CheckpointError(f"{flag} {pattern!r} is not a regular expression ({error})") from None
+    return compiled
 
 
 def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: Sequence[str] = (".*",),
@@ -334,7 +338,8 @@ def restore_filtered(variables: Mapping[str, tf.Variable], path: str, include: S
     checkpoint or has another shape. Reads through `read_checkpoint` (verified, with fallback).
     """
     include = list(include) or [".*"]
-    include_re, exclude_re, never_re = compile_patterns(include), compile_patterns(exclude), compile_patterns(never)
+    include_re, exclude_re = compile_patterns(include, "--include"), compile_patterns(exclude, "--exclude")
+    never_re = compile_patterns(never, "never")
 
     for pattern, regex in zip(include, include_re):
         if not any(regex.match(name) for name in variables):

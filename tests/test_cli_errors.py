@@ -194,7 +194,9 @@ def test_random_collection_refuses_bad_inputs_before_making_the_outdir(extra, me
     (["--set", "env.obs=image", "--set", "env.image_size=32"], "env.image_size=32: image observations are 64x64"),
     (["--offline-data", "{tmp}/no_such_folder"], "no_such_folder is not a directory of episodes"),
     (["--restore-from", "{tmp}/no_such_run"], "no checkpoint at"),
-    (["--restore-from", "{source}", "--include", "["], "invalid pattern"),
+    (["--restore-from", "{source}", "--include", "["], "--include '[' is not a regular expression (unterminated"),
+    (["--restore-from", "{source}", "--include", "world_model/", "--exclude", "a(", "b"],
+     "--exclude 'a(' is not a regular expression (missing ), unterminated subpattern"),
 ])
 def test_train_refuses_bad_inputs_before_making_the_logdir(extra, message, tmp_path, capsys):
     """These used to fail after LOGDIR and its run.lock (and an events file) were made."""

@@ -32,7 +32,8 @@ def check_start(config: Config, logdir: str, offline_data: str | None, collects:
         raise ConfigError(f"--offline-data {offline_data} is not a directory of episodes")
     if restore_from and latest_checkpoint(logdir) is None:  # a run that resumes ignores --restore-from
         resolve(restore_from)
-        compile_patterns([*include, *exclude])
+        compile_patterns(include, "--include")
+        compile_patterns(exclude, "--exclude")
 
 
 def check_chunk_length(config: Config) -> None:

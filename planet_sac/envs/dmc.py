@@ -45,8 +45,12 @@ class DMCEnv(SimEnv):
         self._env = suite.load(
             domain, task, task_kwargs={"random": seed, "time_limit": float("inf")}
         )
-        if shadow_size is not None:  # read when the first frame creates the rendering context
-            self._env.physics.model.vis.quality.shadowsize = shadow_size
+        visual = self._env.physics.model.vis  # read when the first frame creates the rendering context
+        if shadow_size is not None:
+            visual.quality.shadowsize = shadow_size
+        # The offscreen buffer (640 x 480 by default) as large as a frame: the same pixels, rendered 1.05-1.25x
+        # faster in software (docs/performance.md, "Rendering dm_control frames"); larger frames become possible.
+        visual.global_.offwidth = visual.global_.offheight = image_size
         spec = self._env.action_spec()
         self.action_space = spaces.Box(
             spec.minimum.astype(np.float32), spec.maximum.astype(np.float32), spec.shape, np.float32

@@ -431,3 +431,47 @@ def test_dm_control_frames_come_from_planets_camera_for_each_domain():
                             env={**os.environ, "MUJOCO_GL": "egl"})
     cameras = dict(line.split() for line in result.stdout.splitlines())
     assert cameras == {"quadruped-walk": "2", "cheetah-run": "0", "walker-walk": "0"}
+
+
+OFFSCREEN = """
+import numpy as np
+from dm_control import suite
+from planet_sac.envs import DMCEnv
+
+for name, size in (("cartpole-swingup", 64), ("walker-walk", 48)):
+    ours = DMCEnv(name, "image", 1, size, 0)
+    plain = suite.load(*name.split("-"), task_kwargs={"random": 0, "time_limit": float("inf")})  # dm_control's buffer
+    ours.reset(seed=3)
+    plain.task.random.seed(3)
+    plain.reset()
+    rng = np.random.default_rng(0)
+    same = True
+    for _ in range(5):
+        action = rng.uniform(-1, 1, ours.action_space.shape).astype(np.float32)
+        ours.step(action)
+        plain.step(action)
+        same &= np.array_equal(ours.render(), plain.physics.render(size, size, camera_id=0))
+    visual = ours._env.physics.model.vis.global_
+    print(name, same, visual.offwidth, visual.offheight, plain.physics.model.vis.global_.offwidth)
+    ours.close()
+    plain.close()
+large = DMCEnv("cartpole-swingup", "image", 1, 800, 0)
+large.reset(seed=0)
+print("large", large.render().shape)
+large.close()
+"""
+
+
+@pytest.mark.slow
+@needs_dmc
+def test_the_offscreen_buffer_fits_the_frame_and_leaves_its_pixels_unchanged():
+    """A frame-sized offscreen buffer renders the same pixels as dm_control's 640 x 480 one, faster; frames larger
+    than 640 pixels, which dm_control's buffer refuses, render. In a child process (MuJoCo's GL beside TensorFlow)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", OFFSCREEN], capture_output=True, text=True,
+                            env={**os.environ, "MUJOCO_GL": "egl"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["cartpole-swingup True 64 64 640", "walker-walk True 48 48 640",
+                                          "large (800, 800, 3)"]

@@ -274,7 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"planet-sac {args.command}: error: out of memory; lower the batch with --set data.batch_size=16 "
               "(or keep it and split it with --set optim.accumulate=2), or shrink cem.candidates", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
+        from planet_sac.training.signals import TrainingStopped
+
+        if isinstance(interrupt, TrainingStopped):  # checkpointed: not finished, and not lost either
+            print(f"planet-sac {args.command}: {interrupt}", file=sys.stderr)
+            return 128 + int(interrupt.signal)
         print(f"planet-sac {args.command}: interrupted", file=sys.stderr)
         return 130
 

@@ -373,6 +373,7 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
     """Trains (or resumes) one run to `env_steps`, evaluates it, and publishes its record and result.json."""
     from planet_sac.episodes.folder import EpisodeFolder
     from planet_sac.training.run_dir import resolve_run_config
+    from planet_sac.training.signals import TrainingStopped
     from planet_sac.training.trainer import Trainer
 
     started = time.perf_counter()
@@ -392,8 +393,8 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
                               "ask for more with the same --out, and the run starts there")
         while True:
             trainer.run(train_steps)
-            if int(trainer.counters.step.numpy()) < train_steps:  # SIGINT/SIGTERM: checkpointed, the next call resumes
-                raise KeyboardInterrupt
+            if trainer.stopped is not None:  # SIGINT/SIGTERM: checkpointed, the next call resumes
+                raise TrainingStopped(*trainer.stopped)
             if int(trainer.counters.env_steps.numpy()) >= env_steps:
                 break
             train_steps += config.schedule.collect_every * config.env.num_envs  # episodes ended early (terminations)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 
@@ -428,3 +429,30 @@ def test_a_runs_emptied_config_is_named_on_resume_not_taken_for_the_defaults(tex
     line = one_line_error(capsys, "train")
     assert f"{smoke_run_copy}/config.yaml: holds no settings" in line and "was emptied after the run wrote it" in line
     assert snapshot(smoke_run_copy) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("received, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_train_is_no_finished_one(received, status, tmp_path, capsys, monkeypatch):
+    """A SIGTERM used to end `train` with `done: step 3, ...` and exit 0, so `train && evaluate` and job schedulers
+    took a stopped run for a finished one. It exits 128 + the signal's number, saying where it stopped."""
+    from planet_sac.training.trainer import Trainer
+
+    update = Trainer._update
+
+    def stop_at_3(self, batches, window):
+        metrics, step = update(self, batches, window)
+        if step == 3:
+            os.kill(os.getpid(), received)
+        return metrics, step
+
+    logdir = str(tmp_path / "run")
+    monkeypatch.setattr(Trainer, "_update", stop_at_3)
+    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "6", "--quiet"]) == status
+    captured = capsys.readouterr()
+    assert "done:" not in captured.out
+    assert captured.err.strip().splitlines()[-1] == (f"planet-sac train: stopped by {received.name} at step 3 of 6; "
+                                                     "checkpointed: the same command resumes")
+    monkeypatch.undo()
+    assert main(["train", "--logdir", logdir, "--train-steps", "6", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("done: step 6")

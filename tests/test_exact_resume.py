@@ -118,7 +118,7 @@ def _checkpoint_step(logdir: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path, capsys):
-    """SIGTERM once (the run finishes its step, checkpoints, exits 0 and releases its lock), then SIGKILL three times
+    """SIGTERM once (the run finishes its step, checkpoints, exits 143 and releases its lock), then SIGKILL three times
     (the work since the last checkpoint is lost and redone, its episodes set aside). Stop k comes a random 0-1.5 s
     after the checkpoint at step 10k, so it lands in updates, collections, test phases or a checkpoint's writing; the
     second SIGKILL waits for a training episode written after its checkpoint, and comes a random 0-0.3 s after it.
@@ -147,8 +147,11 @@ def test_stopped_by_sigterm_and_killed_thrice_and_resumed_equals_the_never_stopp
         assert process.poll() is None, "the run ended before it was stopped"
         process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         process.wait(timeout=120)
-        if how == "sigterm":  # the graceful stop: checkpoint, exit 0, the lock released (an empty record)
-            assert process.returncode == 0, process.stderr.read().decode()[-2000:]
+        if how == "sigterm":  # the graceful stop: checkpoint, 128 + 15 (stopped, not finished), the lock released
+            err = process.stderr.read().decode()
+            assert process.returncode == 143, err[-2000:]
+            assert err.splitlines()[-1].startswith("planet-sac train: stopped by SIGTERM at step ")
+            assert err.splitlines()[-1].endswith(" of 50; checkpointed: the same command resumes")
             assert (logdir / LOCK_FILE).read_text() == ""
         assert _checkpoint_step(logdir) < 50
     subprocess.run(command(logdir, 50), cwd=ROOT, check=True, capture_output=True, env=environment)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import threading
 import time
 from typing import Iterator, Sequence
@@ -62,7 +63,7 @@ from planet_sac.training.run_dir import check_config_change, prepare_logdir, rem
 from planet_sac.training.run_lock import lock_run
 from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy, evenly_spread
-from planet_sac.training.signals import GracefulStop
+from planet_sac.training.signals import GracefulStop, TrainingStopped
 from planet_sac.training.test_phase import TestPhase
 
 log = logging.getLogger("planet_sac")
@@ -128,6 +129,8 @@ class Trainer:
                                          self.counters, self.run_state, self.episode_spec, self.reset_seeds, self._log,
                                          self.logger.video, self.save_checkpoint)
             self._stop = threading.Event()
+            # (signal, step, target) when SIGINT/SIGTERM ended the last `run` before its target, else None
+            self.stopped: tuple[signal.Signals, int, int] | None = None
             self._warned_terminations = False
             self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
                                                            test_pending=lambda: self.phase() == TEST)
@@ -206,7 +209,8 @@ class Trainer:
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = LogWindow()
-        with GracefulStop(self._stop):
+        stop = GracefulStop(self._stop)
+        with stop:
             while not self._stop.is_set():
                 if self.phase() == TEST:
                     bar.set_description(TEST)
@@ -227,6 +231,7 @@ class Trainer:
                 if when.checkpoint(step) and int(self.learner.consecutive_skips.numpy()) == 0:
                     self.save_checkpoint()  # only after a good update: the last checkpoint is always a good one
         bar.close()
+        self.stopped = (stop.received, step, when.total) if stop.received and not when.done(step) else None
         if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
             last = self._log({key: float(value) for key, value in metrics.items()}, TRAIN)
         self.save_checkpoint()
@@ -316,7 +321,10 @@ class Trainer:
 def train(config: Config | str, logdir: str, offline_data: str | None = None, restore_from: str | None = None,
           include: Sequence[str] = (), exclude: Sequence[str] = (), train_steps: int | None = None,
           progress: bool = True, force: bool = False) -> dict:
-    """Trains (or resumes) a run in `logdir` and returns the last logged metrics.
+    """Trains (or resumes) a run in `logdir` to `train_steps` and returns the last logged metrics.
+
+    SIGINT or SIGTERM end it early: the step under way finishes, a checkpoint is written, and `TrainingStopped`
+    (a KeyboardInterrupt) says where it stopped; the same call resumes from there.
 
     `config` is a Config, or a YAML config's path or shipped name (as `load_config` takes). With `offline_data`, the world
     model trains from that episode directory only: nothing is collected and there are no test phases (the
@@ -327,6 +335,9 @@ def train(config: Config | str, logdir: str, offline_data: str | None = None, re
     trainer = Trainer(config, logdir, offline_data=offline_data, progress=progress, force=force,
                       restore_from=restore_from, include=include, exclude=exclude)
     try:
-        return trainer.run(train_steps)
+        last = trainer.run(train_steps)
     finally:
         trainer.close()
+    if trainer.stopped is not None:
+        raise TrainingStopped(*trainer.stopped)
+    return last

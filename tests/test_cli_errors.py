@@ -456,3 +456,14 @@ def test_a_stopped_train_is_no_finished_one(received, status, tmp_path, capsys, 
     monkeypatch.undo()
     assert main(["train", "--logdir", logdir, "--train-steps", "6", "--quiet"]) == 0
     assert capsys.readouterr().out.startswith("done: step 6")
+
+
+def test_a_restore_into_a_run_that_resumes_is_named_as_not_applied(smoke_run_copy, tmp_path, capsys):
+    """A run with checkpoints resumes from them: --restore-from (even a missing one) and --include were dropped
+    without a word. The same command line run again must still resume, so it is a warning, not a refusal."""
+    assert main(["train", "--logdir", smoke_run_copy, "--restore-from", str(tmp_path / "missing"), "--include", "zzz",
+                 "--train-steps", "20"]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: --restore-from {tmp_path / 'missing'} --include zzz: not applied: {smoke_run_copy} resumes from "
+            "its own checkpoint") in err
+    assert f"resumed {smoke_run_copy}/checkpoints/ckpt-20 at step 20" in err

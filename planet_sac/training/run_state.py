@@ -134,6 +134,12 @@ class RunProgress:
             step = int(self.counters.step.numpy())
             episodes_at_checkpoint = int(self.counters.train_episodes.numpy())
             message = f"resumed {resumed} at step {step}"
+            if restore_from or include or exclude:  # the same command line again resumes: say what it leaves out
+                given = " ".join(f"{flag} {' '.join([value] if isinstance(value, str) else value)}" for flag, value
+                                 in (("--restore-from", restore_from), ("--include", include), ("--exclude", exclude))
+                                 if value)
+                log.warning("%s: not applied: %s resumes from its own checkpoint %s (a restore is a new run's start; "
+                            "restore into a new --logdir)", given, self.logdir, resumed)
             dropped = self.logger.drop_after(step, test_pending=test_pending())
             if dropped:
                 log.info("dropped %d metrics.jsonl records of work after %s; the run redoes it", dropped, resumed)

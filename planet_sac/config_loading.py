@@ -325,14 +325,31 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-# YAML 1.2's floats: PyYAML follows YAML 1.1, where `1e-4` and `3e6` (no dot) are strings.
-_ConfigLoader.yaml_implicit_resolvers = {first: list(resolvers) for first, resolvers
-                                         in yaml.SafeLoader.yaml_implicit_resolvers.items()}  # not SafeLoader's lists
-_ConfigLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+# Numbers as YAML 1.2 reads them. PyYAML follows YAML 1.1, where `1e-4` and `3e6` (no dot) are strings, `1:30` is
+# the base-60 number 90 and `010` the octal 8; here `1e-4` is a float, `1:30` a string (refused where a number is
+# due) and `010` is 10. Kept from YAML 1.1: `_` between digits (`100_000`), hexadecimal `0x1F`, `.inf` and `.nan`.
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}  # copies: SafeLoader's stay as they are
+_ConfigLoader.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?[0-9][0-9_]*|0x[0-9a-fA-F_]+)$"), list("-+0123456789"))
+_ConfigLoader.add_implicit_resolver(_FLOAT, re.compile(
+    r"^(?:[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """A decimal (leading zeros allowed: `010` is 10, not YAML 1.1's octal 8) or `0x` hexadecimal integer."""
+    text = str(loader.construct_scalar(node)).replace("_", "")
+    try:
+        return int(text[2:], 16) if text.lower().startswith("0x") else int(text, 10)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(None, None, f"{_cut(text, 40)!r} is not an integer",
+                                                node.start_mark) from None
+
+
+_ConfigLoader.add_constructor(_INT, _construct_int)
 
 
 def load_yaml(text: str, source: str) -> Any:

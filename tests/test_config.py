@@ -71,6 +71,24 @@ def test_yaml_1_2_floats_in_files_and_set(tmp_path):
     assert load_config(path, ["env.task=gym:E1-v0"]).env.task == "gym:E1-v0"  # not a number: left a string
 
 
+@pytest.mark.parametrize("item, key", [("data.batch_size=1:00", "data.batch_size"),
+                                       ("data.wait_seconds=1:30", "data.wait_seconds"),
+                                       ("data.wait_seconds=1:30.5", "data.wait_seconds")])
+def test_base_60_numbers_of_yaml_1_1_are_refused_not_read_as_seconds(item, key):
+    """PyYAML read `1:00` as 60 and `1:30` as 90 (YAML 1.1's base 60): a clock-like typo became a batch of 60."""
+    with pytest.raises(ConfigError, match=re.escape(f"{key}='{item.split('=')[1]}' has the wrong type")):
+        load_config(None, [item])
+
+
+def test_integers_read_as_yaml_1_2_reads_them(tmp_path):
+    """`010` is 10 (YAML 1.1: octal 8); `_` between digits and 0x hexadecimal are kept."""
+    path = tmp_path / "ints.yaml"
+    path.write_text("data:\n  batch_size: 010\n  chunk_length: 0x10\nschedule:\n  train_steps: 100_000\n")
+    config = load_config(path)
+    assert (config.data.batch_size, config.data.chunk_length, config.schedule.train_steps) == (10, 16, 100_000)
+    assert load_config(None, ["seed=007"]).seed == 7
+
+
 def test_infinity_where_it_means_something():
     config = load_config(None, ["data.wait_seconds=.inf", "optim.grad_clip=.inf"])  # wait forever, no clipping
     assert config.data.wait_seconds == config.optim.grad_clip == float("inf")

@@ -127,6 +127,8 @@ def action_repeats(tasks: Sequence[str], explicit: Sequence[str] = ()) -> dict[s
         task, sep, value = item.rpartition("=")
         if not sep or not task or not value.isdigit() or int(value) < 1:
             raise ConfigError(f"--action-repeat {item!r}: expected TASK=N with N >= 1, e.g. gym:Pendulum-v1=2")
+        if task in given and given[task] != int(value):
+            raise ConfigError(f"--action-repeat gives {task} two values ({given[task]} and {value}); give one")
         given[task] = int(value)
     unknown = sorted(set(given) - set(tasks))
     if unknown:

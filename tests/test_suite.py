@@ -59,6 +59,13 @@ def test_task_and_file_names_follow_dreamer():
     assert suite.scores_path("OUT", "dmc:cheetah-run", "state", "x") == os.path.join("OUT", "scores", "dmc_proprio-x.json.gz")
 
 
+def test_two_action_repeats_for_one_task_are_refused():
+    """The last one was kept without a word (a run at action repeat 5 where 2 was given first)."""
+    with pytest.raises(ConfigError, match=r"--action-repeat gives gym:Pendulum-v1 two values \(2 and 5\); give one"):
+        suite.action_repeats([TASK], [f"{TASK}=2", f"{TASK}=5"])
+    assert suite.action_repeats([TASK], [f"{TASK}=2", f"{TASK}=2"]) == {TASK: 2}  # the same value twice: one value
+
+
 def test_action_repeat_table_and_explicit_values():
     assert suite.action_repeats(list(suite.PLANET_TASKS)) == {
         "dmc:cartpole-swingup": 8, "dmc:reacher-easy": 4, "dmc:cheetah-run": 4, "dmc:finger-spin": 2,

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from planet_sac.config import ConfigError
 from planet_sac.envs.base import SimEnv
+from planet_sac.envs.tasks import NO_DM_CONTROL, unknown_dmc_task
 from planet_sac.errors import MissingPackageError, SetupError
 
 CAMERAS = {"quadruped": 2}
@@ -125,9 +125,7 @@ def check_dmc_task(name: str) -> tuple[str, str]:
     suite = _import_dm_control_suite()
     domain, _, task = name.partition("-")
     if (domain, task) not in suite.ALL_TASKS:
-        tasks = [f"{d}-{t}" for d, t in suite.ALL_TASKS if d == domain] or [f"{d}-{t}" for d, t in suite.ALL_TASKS]
-        raise ConfigError(f"unknown dm_control task 'dmc:{name}'; use 'dmc:<domain>-<task>' with one of: "
-                          + ", ".join(tasks))
+        raise unknown_dmc_task(name, suite.ALL_TASKS)
     return domain, task
 
 
@@ -139,10 +137,7 @@ def _import_dm_control_suite() -> Any:
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in ("dm_control", "mujoco"):
             raise SetupError(_opengl_hint(err)) from None
-        raise MissingPackageError(
-            "dmc tasks need dm_control and mujoco: install the dmc extra with pip install -e '.[dmc]' "
-            "(in the planet_sac checkout)"
-        ) from None
+        raise MissingPackageError(NO_DM_CONTROL) from None
     except Exception as err:
         raise SetupError(_opengl_hint(err)) from None
     return suite

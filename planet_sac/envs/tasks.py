@@ -5,14 +5,20 @@ Nothing here builds an environment; `planet_sac.envs.make` does. Read from gymna
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import json
 import math
 import os
+import subprocess
 import sys
+from collections.abc import Sequence
 
 import gymnasium
 
 from planet_sac.config import ConfigError
+from planet_sac.errors import MissingPackageError, SetupError
 
 OBS_KEYS = ("image", "state")
 
@@ -70,11 +76,45 @@ def check_task(task: str) -> None:
     if source == "gym":
         gym_spec(name)
     elif source == "dmc":
-        from planet_sac.envs.dmc import check_dmc_task
-
-        check_dmc_task(name)
+        domain, _, task_name = name.partition("-")
+        if (domain, task_name) not in dmc_tasks():
+            raise unknown_dmc_task(name, dmc_tasks())
     else:
         raise ConfigError(f"bad task prefix {source!r} in {task!r}: {TASK_FORMAT}")
+
+
+NO_DM_CONTROL = ("dmc tasks need dm_control and mujoco: install the dmc extra with pip install -e '.[dmc]' (in the "
+                 "planet_sac checkout)")
+
+
+@functools.lru_cache(maxsize=1)
+def dmc_tasks() -> tuple[tuple[str, str], ...]:
+    """dm_control suite's (domain, task) pairs (`suite.ALL_TASKS`), read once in a child process.
+
+    Not imported here: importing dm_control loads its OpenGL back-end, and MuJoCo's GL in a process that runs
+    TensorFlow crashes it later (environments run in their own processes for that reason, `EnvProcess`).
+
+    Raises:
+        MissingPackageError: If dm_control is not installed.
+        SetupError: If the child cannot read the list (its last error line).
+    """
+    if importlib.util.find_spec("dm_control") is None:
+        raise MissingPackageError(NO_DM_CONTROL)
+    code = "import json\nfrom dm_control import suite\nprint(json.dumps(sorted(suite.ALL_TASKS)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "MUJOCO_GL": "disable"})  # the list needs no renderer
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        error = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        raise SetupError(f"dm_control's task list could not be read: {error[:200]}")
+    return tuple((domain, task) for domain, task in json.loads(lines[-1]))
+
+
+def unknown_dmc_task(name: str, tasks: Sequence[tuple[str, str]]) -> ConfigError:
+    """The one-line error for a `dmc:` task dm_control's suite does not have: the domain's tasks, or all of them."""
+    domain = name.partition("-")[0]
+    names = [f"{d}-{t}" for d, t in tasks if d == domain] or [f"{d}-{t}" for d, t in tasks]
+    return ConfigError(f"unknown dm_control task 'dmc:{name}'; use 'dmc:<domain>-<task>' with one of: " + ", ".join(names))
 
 
 def gym_spec(name: str) -> gymnasium.envs.registration.EnvSpec:

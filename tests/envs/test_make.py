@@ -475,3 +475,23 @@ def test_the_offscreen_buffer_fits_the_frame_and_leaves_its_pixels_unchanged():
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == ["cartpole-swingup True 64 64 640", "walker-walk True 48 48 640",
                                           "large (800, 800, 3)"]
+
+
+@needs_dmc
+def test_a_dmc_task_is_checked_without_loading_dm_control_here():
+    """`planet-sac suite` checks its tasks up front in the process that then trains: importing dm_control there
+    loaded MuJoCo's EGL renderer beside TensorFlow, which crashed a later compiled policy (a segmentation fault)."""
+    import sys
+
+    from planet_sac.config import ConfigError
+    from planet_sac.envs.tasks import check_task
+
+    loaded = "dm_control" in sys.modules
+    check_task("dmc:cartpole-swingup")
+    check_task("dmc:quadruped-walk")
+    with pytest.raises(ConfigError, match=r"unknown dm_control task 'dmc:cartpole-fly'; use 'dmc:<domain>-<task>' with "
+                                          r"one of: cartpole-balance, cartpole-balance_sparse, cartpole-swingup"):
+        check_task("dmc:cartpole-fly")
+    with pytest.raises(ConfigError, match=r"unknown dm_control task 'dmc:nodomain-x'; .* acrobot-swingup"):
+        check_task("dmc:nodomain-x")
+    assert ("dm_control" in sys.modules) == loaded

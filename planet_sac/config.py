@@ -21,6 +21,10 @@ POLICIES = ("random", "cem", "sac", "sac_guided_cem")
 PolicyName = Literal["random", "cem", "sac", "sac_guided_cem"]
 
 
+MAX_ENVS = 256
+"""The most environment processes a config may ask for (`env.num_envs`, `env.test_envs`): each takes about 250 MB."""
+MAX_INT = 2**31 - 1
+"""The largest integer a config holds (TensorFlow's int32 shapes and counters); larger ones are typos."""
 MAX_SEED = 2**31 - 1  # seeds get offsets added (test environments, restarts, collectors); dm_control takes < 2**32
 
 
@@ -51,8 +55,8 @@ class EnvConfig:
                 f"env.task={_show(self.task)}: must look like 'gym:Pendulum-v1' or 'dmc:cartpole-swingup'"
             )
         checks.positive("env.action_repeat", self.action_repeat)
-        checks.positive("env.num_envs", self.num_envs)
-        checks.positive("env.test_envs", self.test_envs)
+        checks.in_range("env.num_envs", self.num_envs, low=1, high=MAX_ENVS)  # each a process of about 250 MB
+        checks.in_range("env.test_envs", self.test_envs, low=1, high=MAX_ENVS)
         checks.note("env.test_envs", "> 1 with env.obs=image only")
         if self.test_envs > 1 and self.obs != "image":
             raise ConfigError(f"env.test_envs={self.test_envs}: parallel test episodes are for image tasks (their cost is "

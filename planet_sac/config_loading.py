@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal, Mapping
 
 import yaml
 
-from planet_sac.config import Config, ConfigError, _cut, _show
+from planet_sac.config import MAX_INT, Config, ConfigError, _cut, _show
 
 # ----------------------------------------------------------------------------- loading
 
@@ -432,6 +432,9 @@ def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
         if isinstance(value, bool):
             return value
     elif hint is int:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise ConfigError(f"{source}: {key}={_show(value)} is too large; a config's integers are at most "
+                              f"{MAX_INT:,} in size")
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():

@@ -89,6 +89,25 @@ def test_integers_read_as_yaml_1_2_reads_them(tmp_path):
     assert load_config(None, ["seed=007"]).seed == 7
 
 
+@pytest.mark.parametrize("item", ["data.batch_size=99999999999999999999", "model.deter_size=2147483648",
+                                  "data.batch_size=1e30", "schedule.train_steps=-3000000000", "seed=.inf"])
+def test_integers_beyond_int32_are_refused_at_validation(item):
+    """They passed, then crashed TensorFlow with a traceback after the run's folder and config were written."""
+    key = item.split("=")[0]
+    with pytest.raises(ConfigError, match=re.escape(f"{key}=") + ".* is too large; a config's integers are at most "
+                                          "2,147,483,647"):
+        load_config(None, [item])
+    assert load_config(None, ["schedule.train_steps=2147483647"]).schedule.train_steps == 2**31 - 1
+
+
+@pytest.mark.parametrize("key", ["env.num_envs", "env.test_envs"])
+def test_environment_processes_are_capped(key):
+    """env.num_envs=1000 started a process of about 250 MB per environment."""
+    with pytest.raises(ConfigError, match=re.escape(f"{key}=257: must be in [1, 256]")):
+        load_config(None, ["env.obs=image", f"{key}=257"])
+    assert getattr(load_config(None, [f"{key}=256"]).env, key.split(".")[1]) == 256
+
+
 def test_infinity_where_it_means_something():
     config = load_config(None, ["data.wait_seconds=.inf", "optim.grad_clip=.inf"])  # wait forever, no clipping
     assert config.data.wait_seconds == config.optim.grad_clip == float("inf")
@@ -152,7 +171,7 @@ def test_unknown_section_is_rejected(tmp_path):
     ("cem.actor_std=-0.1", "cem.actor_std=-0.1: must be >= 0"),
     ("seed=-1", "seed=-1: must be in [0, 2147483647]"),  # numpy and gymnasium refuse negative seeds with a traceback
     ("env.seed=-3", "env.seed=-3: must be in [0, 2147483647]"),
-    ("seed=5000000000", "seed=5000000000: must be in [0, 2147483647]"),  # dm_control: a traceback at 2**32
+    ("seed=5000000000", "seed=5000000000 is too large; a config's integers are at most 2,147,483,647"),  # dm_control: a traceback at 2**32
     ("cem.discount=.nan", "cem.discount=nan: must be in (0.0, 1.0]"),  # NaN compares false with every bound
     ("sac.tau=.nan", "sac.tau=nan: must be"),
     ("optim.learning_rate=.inf", "optim.learning_rate=inf: must be a finite number > 0"),

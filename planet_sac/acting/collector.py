@@ -43,8 +43,9 @@ def collect_random(outdir: str, episodes: int, task: str, obs: str = "image", ac
                    time_limit: int | None = None, seed: int = 0, overrides: Sequence[str] = (),
                    progress: bool = True) -> list[dict]:
     """Uniform random episodes of `task` into `outdir` (`overrides` may set env.image_size, env.num_envs, env.shadow_size)."""
-    env = dataclasses.replace(apply_overrides(Config(), list(overrides)).env, task=task, obs=cast(Literal["image", "state"], obs),
-                              action_repeat=action_repeat, time_limit=time_limit)
+    env = apply_overrides(Config(), list(overrides)).env
+    env = dataclasses.replace(env, task=task, obs=cast(Literal["image", "state"], obs), action_repeat=action_repeat,
+                              time_limit=time_limit, num_envs=min(env.num_envs, episodes))  # no process without an episode
     folder = EpisodeFolder(outdir)  # checked before an environment starts
     envs = make_envs(env, seed=seed)
     actor = Actor(envs, RandomPolicy(envs.action_space.shape[0], seed=seed), TRAIN, folder)

@@ -281,3 +281,20 @@ def test_a_collector_acts_with_its_policy_reloads_only_new_checkpoints_and_colle
     finally:
         collector.close()
     assert len(summaries) == 3 and len(list_episodes(outdir)) == 3
+
+
+def test_random_collection_starts_no_more_environments_than_episodes(tmp_path, monkeypatch):
+    """`--episodes 2 --set env.num_envs=40` started 40 processes (about 250 MB each) for two episodes."""
+    import planet_sac.acting.collector as collector
+
+    asked = []
+    make_envs = collector.make_envs
+
+    def spy(env, **kwargs):
+        asked.append(env.num_envs)
+        return make_envs(env, **kwargs)
+
+    monkeypatch.setattr(collector, "make_envs", spy)
+    summaries = collector.collect_random(str(tmp_path / "out"), 2, "gym:Pendulum-v1", "state", time_limit=5,
+                                         overrides=["env.num_envs=40"], progress=False)
+    assert asked == [2] and len(summaries) == 2 and len(os.listdir(tmp_path / "out")) == 2

@@ -370,8 +370,6 @@ def _collect(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes={args.episodes}: must be >= 1 (or forever)")
-    if args.reload_every is not None and not args.reload_every > 0:
-        raise ConfigError(f"--reload-every={args.reload_every:g}: must be > 0 seconds")
     if args.policy != "random" and not args.checkpoint:
         raise ConfigError(f"--policy {args.policy} needs --checkpoint LOGDIR of a trained run")
     if args.reload_every is not None and not args.checkpoint:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from typing import Literal, Sequence, cast
 
@@ -64,8 +65,8 @@ class Collector:
     def __init__(self, checkpoint: str, outdir: str, policy: str = "cem", seed: int = 0,
                  overrides: Sequence[str] = (), reload_every: float | None = None, wait_seconds: float = 0.0,
                  per_checkpoint: bool = False):
-        if reload_every is not None and not reload_every > 0:
-            raise ConfigError(f"--reload-every={reload_every}: must be > 0 seconds")
+        if reload_every is not None and not 0 < reload_every < math.inf:
+            raise ConfigError(f"--reload-every={reload_every:g}: must be a finite number of seconds > 0")
         if per_checkpoint and reload_every is None:
             raise ConfigError("--per-checkpoint needs --reload-every SECONDS (how often to look for the next checkpoint)")
         if per_checkpoint and _newest_prefix(checkpoint) == checkpoint:  # a prefix, not a run

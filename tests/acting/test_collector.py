@@ -178,8 +178,10 @@ def test_collect_command_follows_a_run(run, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--reload-every", "0"], "--reload-every=0: must be > 0 seconds"),
-    (["--reload-every", "-3"], "--reload-every=-3: must be > 0 seconds"),
+    (["--reload-every", "0"], "--reload-every=0: must be a finite number of seconds > 0"),
+    (["--reload-every", "-3"], "--reload-every=-3: must be a finite number of seconds > 0"),
+    (["--reload-every", "inf"], "--reload-every=inf: must be a finite number of seconds > 0"),  # time.sleep's overflow
+    (["--reload-every", "nan"], "--reload-every=nan: must be a finite number of seconds > 0"),
     (["--episodes", "0"], "--episodes=0: must be >= 1"),
 ])
 def test_collect_command_rejects_bad_numbers_before_writing(run, tmp_path, capsys, argv, message):

@@ -23,7 +23,7 @@ from typing import Iterator, NoReturn, Sequence
 
 from planet_sac import __version__
 from planet_sac.config import MAX_SEED, POLICIES, ConfigError
-from planet_sac.errors import SetupError, check_file_system, check_output_file
+from planet_sac.errors import SetupError, check_episode_folder, check_file_system, check_output_file
 
 RANDOM_COLLECTION_KEYS = ("env.image_size", "env.num_envs", "env.shadow_size")
 """The `--set` keys random collection uses; its task, observations, action repeat and episode length are flags."""
@@ -408,6 +408,7 @@ def _new_outdir(outdir: str) -> Iterator[None]:
 
     from planet_sac.training.run_dir import prepare_logdir, remove_unused_logdir
 
+    check_episode_folder(outdir, "--outdir")
     made = not tf.io.gfile.exists(outdir)
     prepare_logdir(outdir, "--outdir")
     try:

@@ -79,20 +79,54 @@ def check_file_system(path: str, flag: str) -> None:
                           "pip install tensorflow-io")
 
 
+def check_episode_folder(path: str, flag: str) -> None:
+    """Fails if the folder `path` (given as `flag`) is a run directory itself or lies in its `checkpoints/`:
+    episodes written there would mix with the run's own files. A run's `train_episodes/` (collectors share it)
+    and `test_episodes/` are fine. Remote paths are left to the writer."""
+    import os
+
+    from planet_sac.config import ConfigError
+
+    if "://" in path:
+        return
+    target = os.path.realpath(path)
+    run = _enclosing_run(target)
+    if run is None:
+        return
+    parts = os.path.relpath(target, run).split(os.sep)
+    if parts == ["."]:
+        raise ConfigError(f"{flag} {path} is a run directory; collect into its train_episodes/ (what its learner "
+                          "trains on) or a folder of its own")
+    if parts[0] == "checkpoints":
+        raise ConfigError(f"{flag} {path} is in the checkpoints of the run in {run}; give another folder")
+
+
+def _enclosing_run(folder: str) -> str | None:
+    """The nearest run directory at or above the real path `folder` (a folder holding config.yaml beside
+    checkpoints/, metrics.jsonl or train_episodes/), or None."""
+    import os
+
+    while True:
+        if os.path.isfile(os.path.join(folder, "config.yaml")) and any(
+                os.path.exists(os.path.join(folder, name)) for name in ("checkpoints", "metrics.jsonl", "train_episodes")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
 def _run_owning(path: str) -> str | None:
     """The run directory whose own file `path` is (see check_output_file), or None."""
     import os
 
     target = os.path.realpath(path)
-    folder = os.path.dirname(target)
-    while True:
-        if os.path.isfile(os.path.join(folder, "config.yaml")) and any(
-                os.path.exists(os.path.join(folder, name)) for name in ("checkpoints", "metrics.jsonl", "train_episodes")):
-            parts = os.path.relpath(target, folder).split(os.sep)
-            if parts[0] in RUN_FOLDERS or (len(parts) == 1 and (
-                    parts[0] in RUN_FILES or parts[0].startswith("events.out.tfevents"))):
-                return folder
+    folder = _enclosing_run(os.path.dirname(target))
+    while folder is not None:
+        parts = os.path.relpath(target, folder).split(os.sep)
+        if parts[0] in RUN_FOLDERS or (len(parts) == 1 and (
+                parts[0] in RUN_FILES or parts[0].startswith("events.out.tfevents"))):
+            return folder
         parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
+        folder = None if parent == folder else _enclosing_run(parent)
+    return None

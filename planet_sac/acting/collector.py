@@ -31,7 +31,7 @@ from gymnasium import spaces
 
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
 from planet_sac.agent import Agent
-from planet_sac.checkpoints import CheckpointError, find_run_config, latest_checkpoint
+from planet_sac.checkpoints import CheckpointError, find_run_config, latest_checkpoint, resolve
 from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import apply_overrides
 from planet_sac.envs import make_envs
@@ -113,6 +113,8 @@ class Collector:
                 if time.monotonic() >= deadline:
                     raise
             if time.monotonic() >= deadline:
+                if not tf.io.gfile.exists(f"{checkpoint.rstrip('/')}/config.yaml"):
+                    resolve(checkpoint)  # not a run's logdir (a file, an episode folder): says what to pass
                 raise CheckpointError(f"no checkpoint in {checkpoint} yet; start the trainer first")
             time.sleep(min(5.0, max(0.1, wait_seconds / 10)))
 

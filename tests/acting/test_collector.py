@@ -7,6 +7,7 @@ import os
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -300,3 +301,32 @@ def test_random_collection_starts_no_more_environments_than_episodes(tmp_path, m
     summaries = collector.collect_random(str(tmp_path / "out"), 2, "gym:Pendulum-v1", "state", time_limit=5,
                                          overrides=["env.num_envs=40"], progress=False)
     assert asked == [2] and len(summaries) == 2 and len(os.listdir(tmp_path / "out")) == 2
+
+
+@pytest.mark.parametrize("where, message", [
+    ("{run}", "--outdir {run} is a run directory; collect into its train_episodes/"),
+    ("{run}/checkpoints", "--outdir {run}/checkpoints is in the checkpoints of the run in {real}; give another folder"),
+    ("{run}/checkpoints/more", "--outdir {run}/checkpoints/more is in the checkpoints of the run in {real}"),
+])
+def test_collecting_into_a_runs_own_folder_or_its_checkpoints_is_refused(where, message, run, tmp_path, capsys):
+    """Episodes were written beside the ckpt-* files (or into the run's top folder) without a word."""
+    copy = Path(run)  # the fixture's own copy
+    before = sorted(str(path) for path in copy.rglob("*"))
+    outdir = where.format(run=copy)
+    assert main(["collect", "--task", "gym:Pendulum-v1", "--obs", "state", "--episodes", "1", "--time-limit", "3",
+                 "--outdir", outdir]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"planet-sac collect: error: {message.format(run=copy, real=os.path.realpath(copy))}"] or (
+        len(err) == 1 and message.format(run=copy, real=os.path.realpath(copy)) in err[0]), err
+    assert sorted(str(path) for path in copy.rglob("*")) == before
+    assert main(["collect", "--task", "gym:Pendulum-v1", "--obs", "state", "--episodes", "1", "--time-limit", "3",
+                 "--outdir", str(copy / "train_episodes"), "--quiet"]) == 0  # a learner's folder, shared: allowed
+
+
+@pytest.mark.parametrize("target", ["{run}/config.yaml", "{run}/train_episodes"])
+def test_a_checkpoint_that_is_no_run_says_what_to_pass(target, run, capsys):
+    """It said `no checkpoint in RUN/config.yaml yet; start the trainer first`, as for a run not started."""
+    assert main(["collect", "--policy", "sac", "--checkpoint", target.format(run=run), "--episodes", "1", "--outdir",
+                 "unused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"no checkpoint at '{target.format(run=run)}': pass a logdir, its checkpoints/ folder" in err[0]

@@ -43,14 +43,26 @@ def read_curves(logdir: str) -> dict[str, Curve]:
     if not os.path.isfile(path):
         raise ConfigError(f"{logdir} has no metrics.jsonl; pass the logdir of a training run")
     points: dict[str, dict[float, float]] = {}
+    unplaced = 0  # records with a value to draw whose step or env_steps is not a number (another tool's file)
     for record in read_metrics(path):
+        skipped = False
         for key, value in record.items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if not _is_number(value):
                 continue
-            if (key in RETURNS or key.startswith(POLICY_RETURN)) and "env_steps" in record:
-                points.setdefault(key, {})[record["env_steps"]] = value
-            elif key.startswith(("loss/", "test/loss/")) and "step" in record:
-                points.setdefault(key, {})[record["step"]] = value
+            if key in RETURNS or key.startswith(POLICY_RETURN):
+                x = record.get("env_steps")
+            elif key.startswith(("loss/", "test/loss/")):
+                x = record.get("step")
+            else:
+                continue
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+                points.setdefault(key, {})[x] = value
+            else:
+                skipped = True
+        unplaced += skipped
+    if unplaced:
+        log.warning("%s: skipped %d record%s whose step or env_steps is not a number", path, unplaced,
+                    "" if unplaced == 1 else "s")
     curves = {}
     for key, by_x in points.items():
         xs = np.array(sorted(by_x), np.float64)
@@ -63,11 +75,20 @@ def read_curves(logdir: str) -> dict[str, Curve]:
     return curves
 
 
+def _short(value: object) -> str:
+    return repr(value)[:40]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def smooth(values: np.ndarray, window: int) -> np.ndarray:
     """Trailing moving average over `window` points (fewer at the start); window 1 returns the values."""
     values = np.asarray(values, np.float64)
     if window <= 1 or len(values) == 0:
         return values
+    window = min(window, len(values))  # a longer window averages the same points
     finite = np.isfinite(values)  # a NaN (from another tool's file) leaves a gap, not NaN everywhere after it
     sums = np.cumsum(np.insert(np.where(finite, values, 0.0), 0, 0.0))
     counts = np.cumsum(np.insert(finite.astype(np.float64), 0, 0.0))
@@ -241,7 +262,12 @@ def read_scores(path: str) -> list[dict]:
         raise ConfigError(f"{path} is not a gzipped JSON score file ({error.__class__.__name__})") from None
     if not isinstance(records, list) or not all(isinstance(r, dict) and set(SCORE_KEYS) <= set(r) for r in records):
         raise ConfigError(f"{path}: expected a list of records with {', '.join(SCORE_KEYS)} (Dreamer's score format)")
-    for record in records:
+    for index, record in enumerate(records):
+        if not isinstance(record["task"], str) or not isinstance(record["method"], str) or not _is_number(
+                record["seed"]):
+            raise ConfigError(f"{path}: record {index} has task {_short(record['task'])}, method "
+                              f"{_short(record['method'])} and seed {_short(record['seed'])}: expected two names and "
+                              "a number")
         where = f"{path}: the record of {record['task']} seed {record['seed']}"
         for key in ("xs", "ys"):
             values = record[key]
@@ -255,6 +281,8 @@ def read_scores(path: str) -> list[dict]:
                 raise ConfigError(f"{where} has {len(infinite)} {key} that are not finite (first {infinite[0]})")
         if len(record["xs"]) != len(record["ys"]):
             raise ConfigError(f"{where} has {len(record['xs'])} xs but {len(record['ys'])} ys")
+        if any(x < 0 for x in record["xs"]):
+            raise ConfigError(f"{where} has xs below 0 (first {min(record['xs'])}): xs are environment steps")
     return records
 
 

@@ -146,6 +146,21 @@ def test_a_score_file_with_values_that_are_not_finite_is_one_line(key, text, fir
         read_scores(str(bad))
 
 
+@pytest.mark.parametrize("record, words", [
+    ({"task": ["t"], "method": "m", "seed": 0}, "record 0 has task ['t'], method 'm' and seed 0: expected two names"),
+    ({"task": 7, "method": "m", "seed": 0}, "record 0 has task 7, method 'm' and seed 0"),
+    ({"task": "t", "method": None, "seed": 0}, "record 0 has task 't', method None and seed 0"),
+    ({"task": "t", "method": "m", "seed": "one"}, "record 0 has task 't', method 'm' and seed 'one'"),
+    ({"task": "t", "method": "m", "seed": 0, "xs": [-5, -1]}, "the record of t seed 0 has xs below 0 (first -5)"),
+])
+def test_score_records_plot_could_not_draw_are_refused_when_read(record, words, tmp_path):
+    """A task that is a list or a number, or negative xs, passed the reader and crashed the plot (TypeError,
+    IndexError)."""
+    bad = _write(tmp_path / "bad.json.gz", [{"xs": [0, 1], "ys": [0.0, 1.0], **record}])
+    with pytest.raises(ConfigError, match=re.escape(f"{bad}: {words}")):
+        read_scores(bad)
+
+
 def test_a_baseline_without_a_record_of_the_plotted_tasks_is_a_logged_skip(tmp_path, caplog):
     ours = _write(tmp_path / "ours.json.gz", OURS)
     unrelated = _write(tmp_path / "atari.json.gz", [{"task": "atari_pong", "method": "x", "seed": 0, "xs": [1],

@@ -222,3 +222,25 @@ def test_with_several_runs_the_loss_panels_name_the_line_styles_not_every_run_ag
     legends.clear()
     plot_runs([first], str(tmp_path / "one.png"))  # one run: its own curves, named as before
     assert any(title.startswith("loss/") and "train batches" in texts for title, texts in legends)
+
+
+def test_records_whose_step_is_not_a_number_are_a_counted_skip(tmp_path, caplog, capsys):
+    """`"step": "a"`, `null` or a list ended `plot` with a TypeError traceback."""
+    odd = [
+        {"step": "a", "phase": "train", "env_steps": 100, "loss/kl": 9.0},  # a return is fine, the loss is not
+        {"step": None, "phase": "train", "env_steps": 150, "loss/kl": 8.0},
+        {"step": 25, "phase": "train", "env_steps": [1], "train/return": -1.0, "loss/kl": 7.0},
+        {"step": 26, "phase": "train", "env_steps": float("nan"), "train/return": -2.0},
+    ]
+    logdir = write_run(tmp_path / "odd", RUN_A + odd, partial=False)
+    with caplog.at_level("WARNING", logger="planet_sac"):
+        curves = read_curves(logdir)
+    np.testing.assert_array_equal(curves["loss/kl"][0], [10, 20, 25, 30])  # 25's loss kept: its step is a number
+    np.testing.assert_array_equal(curves["train/return"][0], [400, 600])
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{logdir}/metrics.jsonl: skipped 4 records whose step or env_steps is not a number"]
+    assert main(["plot", logdir, "--out", str(tmp_path / "odd.png"), "--smooth", "99999999999999999999"]) == 0
+
+
+def test_a_window_longer_than_the_curve_averages_all_of_it():
+    np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0]), 10**20), [1.0, 2.0, 3.0])

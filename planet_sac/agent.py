@@ -13,9 +13,16 @@ from typing import Sequence, cast
 import tensorflow as tf
 from gymnasium import spaces
 
-from planet_sac.checkpoints import RestoreReport, find_run_config, named_variables, resolve, restore_filtered
+from planet_sac.checkpoints import (
+    CheckpointError,
+    RestoreReport,
+    find_run_config,
+    named_variables,
+    resolve,
+    restore_filtered,
+)
 from planet_sac.config import Config
-from planet_sac.config_loading import apply_overrides
+from planet_sac.config_loading import apply_overrides, diff
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
 from planet_sac.envs import make_env
@@ -67,14 +74,37 @@ def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
     Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's
     config, `include` selects what is restored (see `Agent.restore`).
     """
-    config = apply_overrides(find_run_config(checkpoint), list(overrides))
+    run_config = find_run_config(checkpoint)
+    config = apply_overrides(run_config, list(overrides))
     resolve(checkpoint)  # fails with a clear message before an environment is started
     env = make_env(config.env, seed=seed)
     obs_space = cast(spaces.Box, cast(spaces.Dict, env.observation_space)[config.env.obs])  # make_env: Dict of Boxes
     agent = Agent.build(config, config.env.obs, obs_space.shape, cast(spaces.Box, env.action_space).shape[0])
     try:
         step = agent.restore(checkpoint, include).step
+    except CheckpointError as error:
+        env.close()
+        raise overrides_that_change_the_model(error, checkpoint, run_config, config) from None
     except BaseException:
         env.close()
         raise
     return config, agent, env, step
+
+
+def overrides_that_change_the_model(error: CheckpointError, checkpoint: str, run_config: Config,
+                                    config: Config) -> CheckpointError:
+    """`error` (a checkpoint that does not fit the agent built from `config`), or, where `--set` changed the
+    run's config, an error naming those keys as the cause (the restore's own advice is for --include/--exclude)."""
+    changed = diff(run_config, config)
+    if not changed:
+        return error
+    flat_run, flat_new = run_config.to_dict(), config.to_dict()
+    shown = []
+    for key in changed[:4]:
+        section, _, name = key.rpartition(".")
+        old = (flat_run.get(section, {}) if section else flat_run).get(name)
+        new = (flat_new.get(section, {}) if section else flat_new).get(name)
+        shown.append(f"{key}={new} (the run's: {old})")
+    return CheckpointError(f"--set {', '.join(shown)}: the agent these build does not fit the checkpoint in "
+                           f"{checkpoint} ({str(error).split(';')[0]}); set only keys that keep the model, such as "
+                           "cem.* or sac.test_action")

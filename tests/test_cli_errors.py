@@ -467,3 +467,21 @@ def test_a_restore_into_a_run_that_resumes_is_named_as_not_applied(smoke_run_cop
     assert (f"warning: --restore-from {tmp_path / 'missing'} --include zzz: not applied: {smoke_run_copy} resumes from "
             "its own checkpoint") in err
     assert f"resumed {smoke_run_copy}/checkpoints/ckpt-20 at step 20" in err
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["evaluate", "--logdir", "{run}", "--episodes", "1", "--policy", "sac", "--set", "env.obs=image"],
+     "--set env.obs=image (the run's: state): the agent these build does not fit the checkpoint in {run} (18 selected"),
+    (["collect", "--policy", "sac", "--checkpoint", "{run}", "--episodes", "1", "--outdir", "{tmp}/out", "--set",
+      "model.deter_size=17"],
+     "--set model.deter_size=17 (the run's: 16): the agent these build does not fit the checkpoint in {run} (shape "
+     "mismatch"),
+])
+def test_a_set_that_changes_the_model_is_named_as_why_the_checkpoint_does_not_fit(argv, shown, tmp_path, capsys):
+    """It said `18 selected variables are not in RUN; narrow --include or add --exclude`, flags these commands do
+    not have, or a bare shape mismatch."""
+    run = str(ROOT / "tests" / "fixtures" / "run_0_1")
+    assert main([item.format(run=run, tmp=tmp_path) for item in argv]) == 2
+    line = one_line_error(capsys, argv[0])
+    assert shown.format(run=run) in line and "set only keys that keep the model, such as cem.*" in line
+    assert "--include" not in line and os.listdir(tmp_path) == []

@@ -30,7 +30,7 @@ import tensorflow as tf
 from gymnasium import spaces
 
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
-from planet_sac.agent import Agent
+from planet_sac.agent import Agent, overrides_that_change_the_model
 from planet_sac.checkpoints import CheckpointError, find_run_config, latest_checkpoint, resolve
 from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import apply_overrides
@@ -75,7 +75,8 @@ class Collector:
         self.checkpoint = checkpoint
         self.reload_every = reload_every
         self.per_checkpoint = per_checkpoint
-        self.config = apply_overrides(self._wait_for_run(checkpoint, wait_seconds), list(overrides))
+        run_config = self._wait_for_run(checkpoint, wait_seconds)
+        self.config = apply_overrides(run_config, list(overrides))
         env = self.config.env
         self.envs = make_envs(env, seed=seed)
         try:
@@ -90,7 +91,10 @@ class Collector:
             self.prefix: str | None = None  # the checkpoint acted with
             self._seen: str | None = None  # the newest checkpoint reload() last looked at
             self.step = -1
-            self.reload(strict=True)
+            try:
+                self.reload(strict=True)
+            except CheckpointError as error:
+                raise overrides_that_change_the_model(error, checkpoint, run_config, self.config) from None
         except BaseException:
             self.envs.close()
             raise

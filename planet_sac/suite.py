@@ -42,7 +42,7 @@ import time
 from typing import IO, TYPE_CHECKING, Iterator, Mapping, Sequence, cast
 
 from planet_sac.atomic_file import atomic_open
-from planet_sac.config import POLICIES, Config, ConfigError
+from planet_sac.config import MAX_SEED, POLICIES, Config, ConfigError
 from planet_sac.config_loading import diff, read_config_file
 from planet_sac.metrics import read_metrics
 from planet_sac.plotting import read_scores
@@ -230,6 +230,33 @@ def _locked(path: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(file.fileno(), fcntl.LOCK_UN)
+
+
+def restore_score_records(specs: Sequence[RunSpec], env_steps: int, obs: str, method: str = METHOD) -> None:
+    """Reads the score file of `specs` (one task) before any run starts, and puts back the record of every finished
+    run it lacks (a score file deleted or replaced), from the run's `results/` copy of its metrics and config.
+
+    A finished run is skipped, so a record lost from the score file would otherwise never come back. A damaged
+    score file is a one-line ConfigError here, not after the next run has trained.
+    """
+    if not specs:
+        return
+    path = scores_path(specs[0].out, specs[0].task, obs, method)
+    present = {(r["task"], r.get("method"), r.get("seed")) for r in read_scores(path)}
+    for spec in specs:
+        if not is_finished(spec, env_steps) or (spec.score_task, method, spec.seed) in present:
+            continue
+        metrics = os.path.join(spec.results_dir, "metrics.jsonl")
+        saved = os.path.join(spec.results_dir, "config.yaml")
+        if not (os.path.isfile(metrics) and os.path.isfile(saved)):
+            log.warning("%s seed %d: finished, but its score record is missing and %s lacks the metrics.jsonl and "
+                        "config.yaml to rebuild it from", spec.task, spec.seed, spec.results_dir)
+            continue
+        xs, ys = read_curve(metrics, read_config_file(saved).policy.test)
+        add_score(path, {"task": spec.score_task, "method": method, "seed": spec.seed, "xs": xs, "ys": ys},
+                  lock_path=os.path.join(spec.out, "runs", "scores.lock"))
+        log.info("%s seed %d: its score record was missing from %s; rebuilt from %s", spec.task, spec.seed, path,
+                 spec.results_dir)
 
 
 def claim_run(spec: RunSpec) -> IO[str] | None:
@@ -456,8 +483,8 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
         raise ConfigError("--tasks and --seeds need at least one value each")
     if len(set(tasks)) != len(tasks) or len(set(seeds)) != len(seeds):
         raise ConfigError("--tasks and --seeds must not repeat a value")
-    if any(seed < 0 for seed in seeds):
-        raise ConfigError(f"--seeds {' '.join(map(str, seeds))}: seeds must be >= 0")
+    if any(not 0 <= seed <= MAX_SEED for seed in seeds):
+        raise ConfigError(f"--seeds {' '.join(map(str, seeds))}: seeds must be in [0, {MAX_SEED}]")
     if eval_episodes < 1 or compare_episodes < 0:
         raise ConfigError("--eval-episodes must be >= 1 and --compare-episodes >= 0")
     for item in overrides:
@@ -478,17 +505,28 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
                               "collectives collide); run each such training as its own `planet-sac train`")
         if not config.schedule.collect:
             raise ConfigError("schedule.collect=false: the suite's runs collect their own episodes; set it to true")
+        if config.schedule.test_episodes < 1:
+            raise ConfigError(f"schedule.test_episodes={config.schedule.test_episodes}: a score record is the run's "
+                              "test phases (their mean return at each); set it to 1 or more (the benchmark's: 10)")
         for seed in seeds:
             spec = RunSpec(task, seed, repeats[task], out)
             check_same_config(spec, load_config(config_path, [*overrides, *spec.overrides()]), env_steps, method)
     if os.path.exists(out) and not os.path.isdir(out):  # checked last: bad arguments write nothing
         raise ConfigError(f"--out {out} is a file, not a directory; choose another path")
+    for task in tasks:
+        for folder in ("runs", "results", "scores", f"runs/{score_task(task)}", f"results/{score_task(task)}"):
+            path = os.path.join(out, folder)
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise ConfigError(f"{path} is a file where the suite keeps a folder; move it away")
+    obs = load_config(config_path, [*overrides, *RunSpec(tasks[0], seeds[0], repeats[tasks[0]], out).overrides()]).env.obs
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
         raise ConfigError(f"--out {out} cannot be created ({error.strerror}); choose another path") from None
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable; choose another path")
+    for task in tasks:
+        restore_score_records([RunSpec(task, seed, repeats[task], out) for seed in seeds], env_steps, obs, method)
     summaries = []
     for seed in seeds:
         for task in tasks:

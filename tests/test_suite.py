@@ -210,6 +210,10 @@ def test_bad_suite_arguments_fail_before_any_run(tmp_path):
         suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["data.seed_episodes=0"], explicit_repeats=REPEAT)
     with pytest.raises(ConfigError, match="schedule.collect=false"):
         suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["schedule.collect=false"], explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match=r"schedule.test_episodes=0: a score record is the run's test phases"):
+        suite.run_suite(SMOKE, [TASK], [0], 300, out, overrides=["schedule.test_episodes=0"], explicit_repeats=REPEAT)
+    with pytest.raises(ConfigError, match=r"--seeds 0 2147483648: seeds must be in \[0, 2147483647\]"):
+        suite.run_suite(SMOKE, [TASK], [0, 2**31], 300, out, explicit_repeats=REPEAT)
     assert not os.path.exists(out)
 
 
@@ -357,6 +361,31 @@ def test_a_suite_in_this_process_publishes_its_run_and_then_skips_it(tmp_path, m
                                 compare_episodes=0, progress=False)
     assert [s["status"] for s in summaries] == ["skipped"]
     assert {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()} == before
+
+    # A score file deleted (or replaced) loses no finished run: its record comes back from results/.
+    scores = out / "scores" / "gym_proprio-planet_sac.json.gz"
+    scores.unlink()
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
+                                compare_episodes=0, progress=False)
+    assert [s["status"] for s in summaries] == ["skipped"]
+    assert _records(scores) == [{"task": "gym_Pendulum-v1", "method": "planet_sac", "seed": 0, "xs": xs, "ys": ys}]
+    # A damaged score file is refused before the next seed trains, not after its evaluation.
+    scores.write_bytes(b"not gzip")
+    with pytest.raises(ConfigError, match="gym_proprio-planet_sac.json.gz is not a gzipped JSON score file"):
+        suite.run_suite(SMOKE, [TASK], [1, 0], 300, str(out), explicit_repeats=REPEAT, progress=False)
+    assert not (out / "runs" / "gym_Pendulum-v1" / "seed1").exists()
+
+
+@pytest.mark.parametrize("folder", ["scores", "results/gym_Pendulum-v1", "runs/gym_Pendulum-v1"])
+def test_a_file_where_the_suite_keeps_a_folder_is_refused_before_any_run(folder, tmp_path):
+    """`scores` as a file failed with FileExistsError after a run had trained and been evaluated."""
+    out = tmp_path / "out"
+    (out / folder).parent.mkdir(parents=True, exist_ok=True)
+    (out / folder).write_text("in the way")
+    before = sorted(str(path) for path in out.rglob("*"))
+    with pytest.raises(ConfigError, match=re.escape(f"{out / folder} is a file where the suite keeps a folder")):
+        suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, progress=False)
+    assert sorted(str(path) for path in out.rglob("*")) == before
 
 
 @pytest.mark.slow

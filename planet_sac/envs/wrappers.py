@@ -8,6 +8,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from planet_sac.config import ConfigError
 from planet_sac.envs.base import SimEnv
 from planet_sac.envs.process import EnvProcess
 
@@ -40,7 +41,20 @@ class NormalizeActions(EnvWrapper):
         self.action_space = spaces.Box(-1.0, 1.0, space.shape, np.float32)
 
     def step(self, action: np.ndarray):
-        unit = np.clip(np.asarray(action, np.float64), -1.0, 1.0)
+        """Steps with `action`: the action space's shape, finite; values beyond [-1, 1] are clipped.
+
+        Raises:
+            ConfigError (a ValueError): For an action of another shape (numpy would broadcast or cut it) or one
+                holding NaN or inf (it would carry into the simulator's state).
+        """
+        action = np.asarray(action, np.float64)
+        if action.shape != self.action_space.shape:
+            raise ConfigError(f"an action of shape {action.shape}: this environment takes shape "
+                              f"{self.action_space.shape}, values in [-1, 1]")
+        if not np.isfinite(action).all():
+            raise ConfigError(f"an action holding NaN or inf ({np.array2string(action, precision=3)[:60]}); were the "
+                              "observations it was chosen from finite?")
+        unit = np.clip(action, -1.0, 1.0)
         scaled = self._low + (unit + 1.0) / 2.0 * (self._high - self._low)
         return self.env.step(scaled.astype(self._dtype))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 
 import gymnasium
 import numpy as np
@@ -495,3 +496,21 @@ def test_a_dmc_task_is_checked_without_loading_dm_control_here():
     with pytest.raises(ConfigError, match=r"unknown dm_control task 'dmc:nodomain-x'; .* acrobot-swingup"):
         check_task("dmc:nodomain-x")
     assert ("dm_control" in sys.modules) == loaded
+
+
+@pytest.mark.parametrize("action, words", [
+    (np.zeros(3, np.float32), "an action of shape (3,): this environment takes shape (1,)"),  # used to use a[0]
+    (np.zeros((1, 1), np.float32), "an action of shape (1, 1)"),
+    (np.zeros(0, np.float32), "an action of shape (0,)"),
+    (np.array([np.nan], np.float32), "an action holding NaN or inf"),  # used to leave the state NaN for good
+])
+def test_an_action_of_another_shape_or_not_finite_is_refused(action, words):
+    from planet_sac.config import ConfigError
+
+    env = make_env("gym:Pendulum-v1", obs="state", seed=0)
+    env.reset()
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        env.step(action)
+    obs, *_ = env.step(np.array([0.5], np.float32))  # the environment is unharmed
+    assert np.isfinite(obs["state"]).all()
+    env.close()

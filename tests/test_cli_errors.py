@@ -485,3 +485,32 @@ def test_a_set_that_changes_the_model_is_named_as_why_the_checkpoint_does_not_fi
     line = one_line_error(capsys, argv[0])
     assert shown.format(run=run) in line and "set only keys that keep the model, such as cem.*" in line
     assert "--include" not in line and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("settings, warned", [
+    (["sac.updates_per_step=0", "policy.test=sac"], "policy.test=sac acts with the SAC head, which this run never trains"),
+    (["sac.updates_per_step=0", "policy.train=sac_guided_cem", "policy.compare=[sac]"],
+     "policy.train=sac_guided_cem, policy.compare=sac act with the SAC head, which this run never trains"),
+])
+def test_a_policy_of_a_head_the_run_never_trains_is_warned_about(settings, warned, tmp_path, capsys):
+    """`export --policy sac` refused such a run, while `train` let it act and test with its first random weights."""
+    sets = [item for setting in settings for item in ("--set", setting)]
+    assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--train-steps", "0", *sets]) == 0
+    assert f"warning: {warned} (sac.updates_per_step=0)" in capsys.readouterr().err
+
+
+def test_a_task_whose_episodes_may_never_end_is_warned_about(tmp_path, caplog, monkeypatch):
+    """A task without a length of its own and env.time_limit=null held training up silently when an episode never
+    ended (memory growing, nothing printed under --quiet)."""
+    import gymnasium
+
+    from planet_sac.config_loading import load_config
+    from planet_sac.training.run_checks import check_start
+
+    monkeypatch.setattr(gymnasium.spec("Pendulum-v1"), "max_episode_steps", None)
+    config = load_config(SMOKE, ["env.time_limit=null", "data.chunk_length=10"])
+    with caplog.at_level("WARNING", logger="planet_sac"):
+        check_start(config, str(tmp_path / "run"), None, True, None, (), ())
+        check_start(load_config(SMOKE), str(tmp_path / "run"), None, True, None, (), ())  # a limit: no warning
+    assert [record.getMessage()[:110] for record in caplog.records] == [
+        "gym:Pendulum-v1 has no episode length of its own (no max_episode_steps) and env.time_limit is null: an episode"]

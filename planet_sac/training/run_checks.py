@@ -15,6 +15,9 @@ from planet_sac.config import Config, ConfigError
 from planet_sac.envs import episode_limit
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import EpisodeSpec
+from planet_sac.training.schedule import SAC_ACTING
+
+log = logging.getLogger("planet_sac")
 
 
 def check_start(config: Config, logdir: str, offline_data: str | None, collects: bool, restore_from: str | None,
@@ -28,12 +31,34 @@ def check_start(config: Config, logdir: str, offline_data: str | None, collects:
     """
     if collects:
         check_chunk_length(config)
+        if episode_limit(config.env.task, config.env.action_repeat, config.env.time_limit) is None:
+            log.warning("%s has no episode length of its own (no max_episode_steps) and env.time_limit is null: an "
+                        "episode that never ends holds up training without a word; set env.time_limit",
+                        config.env.task)
+    untrained = untrained_head_policies(config)
+    if untrained and not restore_from:
+        log.warning("%s act%s with the SAC head, which this run never trains (sac.updates_per_step=0): it acts with "
+                    "its first random weights", ", ".join(untrained), "s" if len(untrained) == 1 else "")
     if offline_data is not None and not tf.io.gfile.isdir(offline_data):
         raise ConfigError(f"--offline-data {offline_data} is not a directory of episodes")
     if restore_from and latest_checkpoint(logdir) is None:  # a run that resumes ignores --restore-from
         resolve(restore_from)
         compile_patterns(include, "--include")
         compile_patterns(exclude, "--exclude")
+
+
+def untrained_head_policies(config: Config) -> list[str]:
+    """The config's policy settings that act with the SAC head (`sac`, `sac_guided_cem`) when the run never
+    trains it (`sac.updates_per_step=0`); [] otherwise."""
+    if config.sac.updates_per_step > 0:
+        return []
+    policy = config.policy
+    settings = [f"policy.{key}={value}" for key, value in (("train", policy.train), ("test", policy.test))
+                if value in SAC_ACTING]
+    settings += [f"policy.compare={name}" for name in policy.compare if name in SAC_ACTING]
+    if policy.sac_share > 0:
+        settings.append(f"policy.sac_share={policy.sac_share:g}")
+    return settings
 
 
 def check_chunk_length(config: Config) -> None:

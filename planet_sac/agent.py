@@ -8,6 +8,7 @@ collectors, scripts).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Sequence, cast
 
 import tensorflow as tf
@@ -67,13 +68,14 @@ class Agent:
         return restore_filtered(self.acting_variables(), checkpoint, include=list(include))
 
 
-def load_agent(checkpoint: str, overrides: Sequence[str] = (), seed: int = 0,
+def load_agent(checkpoint: str | os.PathLike, overrides: Sequence[str] = (), seed: int = 0,
                include: Sequence[str] = ACTING_VARIABLES):
     """Builds a run's agent and environment and restores the agent from the run's latest checkpoint.
 
     Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's
     config, `include` selects what is restored (see `Agent.restore`).
     """
+    checkpoint = os.fspath(checkpoint)
     run_config = find_run_config(checkpoint)
     config = apply_overrides(run_config, list(overrides))
     resolve(checkpoint)  # fails with a clear message before an environment is started

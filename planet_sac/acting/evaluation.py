@@ -9,6 +9,7 @@ does not depend on the policies evaluated before it.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from typing import Any, Generator, Iterable, Sequence
 
@@ -61,6 +62,9 @@ def evaluate_policies(logdir: str, episodes: int, policies: Sequence[str], seed:
     The environment and agent are built and restored once. `video` records the first episode
     of the first policy. Every result also holds the checkpoint's `step`.
     """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ConfigError(f"episodes={episodes!r}: evaluate at least 1 episode")
+    logdir = os.fspath(logdir)
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
     env = SeededResets(env, seed)

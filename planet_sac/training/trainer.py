@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
 import threading
 import time
@@ -318,9 +319,9 @@ class Trainer:
                 self.lock.release()
 
 
-def train(config: Config | str, logdir: str, offline_data: str | None = None, restore_from: str | None = None,
-          include: Sequence[str] = (), exclude: Sequence[str] = (), train_steps: int | None = None,
-          progress: bool = True, force: bool = False) -> dict:
+def train(config: Config | str | os.PathLike, logdir: str | os.PathLike, offline_data: str | os.PathLike | None = None,
+          restore_from: str | None = None, include: Sequence[str] = (), exclude: Sequence[str] = (),
+          train_steps: int | None = None, progress: bool = True, force: bool = False) -> dict:
     """Trains (or resumes) a run in `logdir` to `train_steps` and returns the last logged metrics.
 
     SIGINT or SIGTERM end it early: the step under way finishes, a checkpoint is written, and `TrainingStopped`
@@ -330,8 +331,15 @@ def train(config: Config | str, logdir: str, offline_data: str | None = None, re
     model trains from that episode directory only: nothing is collected and there are no test phases (the
     task's environment is built once for its observation and action shapes, and closed).
     """
-    if isinstance(config, str):
-        config = load_config(config)
+    if isinstance(config, (str, os.PathLike)):
+        config = load_config(os.fspath(config))
+    if not isinstance(config, Config):
+        raise ConfigError(f"config is a {type(config).__name__}: pass a Config, or a YAML file's path or a shipped "
+                          "config's name (load_config builds a Config from a dict's sections with from_dict)")
+    if train_steps is not None and (isinstance(train_steps, bool) or not isinstance(train_steps, int) or train_steps < 0):
+        raise ConfigError(f"train_steps={train_steps!r}: a number of updates >= 0, or None for schedule.train_steps")
+    logdir = os.fspath(logdir)
+    offline_data = None if offline_data is None else os.fspath(offline_data)
     trainer = Trainer(config, logdir, offline_data=offline_data, progress=progress, force=force,
                       restore_from=restore_from, include=include, exclude=exclude)
     try:

@@ -156,3 +156,28 @@ def test_an_empty_logdir_is_refused_before_anything_is_written(logdir, smoke_con
     with pytest.raises(ConfigError, match=f"episode folder {logdir!r} is empty; give a folder"):
         collect_random(logdir, 1, "gym:Pendulum-v1", "state")
     assert os.listdir(tmp_path) == [] and not os.path.exists("/config.yaml")
+
+
+def test_the_python_api_takes_paths_and_refuses_wrong_types_before_writing(tmp_path):
+    """train(Path(...)) raised AttributeError though the docstring names paths; train_steps="3" failed after the run
+    directory, its seed episodes and ckpt-0 were written; train_steps=-5 left a run directory behind."""
+    from pathlib import Path
+
+    from planet_sac.acting.evaluation import evaluate
+    from planet_sac.config import ConfigError
+    from planet_sac.training.trainer import train
+    from tests.conftest import CONFIGS
+
+    smoke = Path(CONFIGS / "smoke.yaml")
+    for config, steps, words in ((smoke, "3", "train_steps='3': a number of updates >= 0"),
+                                 (smoke, -5, "train_steps=-5: a number of updates >= 0"),
+                                 ({"env": {"task": "gym:Pendulum-v1"}}, 0, "config is a dict: pass a Config"),
+                                 (None, 0, "config is a NoneType")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            train(config, tmp_path / "run", train_steps=steps)
+    assert os.listdir(tmp_path) == []
+    last = train(smoke, tmp_path / "run", train_steps=0, progress=False)
+    assert last["step"] == 0 and (tmp_path / "run" / "config.yaml").exists()
+    with pytest.raises(ConfigError, match="episodes=0: evaluate at least 1 episode"):
+        evaluate(tmp_path / "run", 0, "random")
+    assert evaluate(tmp_path / "run", 1, "random")["step"] == 0

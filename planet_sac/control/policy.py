@@ -126,7 +126,28 @@ class Policy(tf.Module):
         return action, (latent, action, mean)
 
     def act(self, obs: Mapping[str, tf.Tensor] | tf.Tensor, state: PolicyState, phase: str) -> tuple[tf.Tensor, PolicyState]:
-        """Convenience wrapper taking the observation dict and the phase name."""
+        """The compiled policy from Python: `obs` a batch [B, ...] (or a dict holding it under the model's key), `state`
+        of the same B (`initial_state(B)`, then the state returned), `phase` "train" or "test".
+
+        Raises:
+            ValueError: One line for a phase, observation or batch the policy cannot take (an unbatched observation,
+                another size or dtype); state observations of another float precision are cast to float32.
+        """
+        if phase not in PHASES:
+            raise ValueError(f"phase {phase!r}: one of {', '.join(PHASES)}")
         if isinstance(obs, Mapping):
             obs = obs[self.world_model.obs_key]
-        return self.compiled(tf.convert_to_tensor(obs), state, tf.constant(PHASES.index(phase), tf.int32))
+        obs = tf.convert_to_tensor(obs)
+        image = self.world_model.obs_key == "image"
+        if not image and obs.dtype.is_floating and obs.dtype != tf.float32:
+            obs = tf.cast(obs, tf.float32)
+        expected = (tf.uint8 if image else tf.float32, tuple(self.world_model.obs_shape))
+        if obs.dtype != expected[0] or tuple(obs.shape[1:]) != expected[1]:
+            hint = "; add the batch axis (obs[None])" if tuple(obs.shape) == expected[1] else ""
+            raise ValueError(f"observations of dtype {obs.dtype.name} and shape {tuple(obs.shape)}: this policy takes "
+                             f"{expected[0].name} of shape (batch, {', '.join(map(str, expected[1]))}){hint}")
+        batch = int(state[1].shape[0])
+        if obs.shape[0] != batch:
+            raise ValueError(f"a batch of {obs.shape[0]} observations for a state of {batch} environments: "
+                             "initial_state(batch) makes one")
+        return self.compiled(obs, state, tf.constant(PHASES.index(phase), tf.int32))

@@ -20,6 +20,8 @@ from its weights (tests/numpy_reference.py).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -183,3 +185,23 @@ def test_the_heads_exploration_noise_follows_its_variable_without_retracing(act,
     np.testing.assert_allclose(eps.std(0), 1.0, atol=0.04)
     action, _, _ = act("sac", TRAIN, 0.3, sac_noise=0.5)
     assert np.mean(np.abs(action) == 1.0) > 0.05  # 0.5 on top of the sample reaches the bounds
+
+
+@pytest.mark.parametrize("obs, phase, words", [
+    (np.zeros(3, np.float32), "test", "observations of dtype float32 and shape (3,): this policy takes float32 of shape "
+                                      "(batch, 3); add the batch axis (obs[None])"),
+    (np.zeros((2, 4), np.float32), "test", "shape (2, 4): this policy takes float32 of shape (batch, 3)"),
+    (np.zeros((2, 3), np.int64), "test", "observations of dtype int64 and shape (2, 3)"),
+    (np.zeros((3, 3), np.float32), "test", "a batch of 3 observations for a state of 2 environments"),
+    (np.zeros((2, 3), np.float32), "eval", "phase 'eval': one of train, test"),
+])
+def test_act_refuses_what_the_compiled_policy_cannot_take_in_one_line(obs, phase, words):
+    """A 7-line `Binding inputs to tf.function failed`, a graph error for another batch, `tuple.index(x)` for a
+    phase; float64 states are cast, as numpy users hand them."""
+    model, sac = tiny_agent()
+    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2), seed=3)
+    state = policy.initial_state(2)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        policy.act(obs, state, phase)
+    action, _ = policy.act(np.zeros((2, 3), np.float64), state, "test")
+    assert action.shape == (2, 2)

@@ -50,12 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", parents=[output], help="train a world model and agent, or resume a run in --logdir")
     _path_argument(train, "--logdir", required=True, help="run directory; an existing one is resumed")
     _path_argument(train, "--config", metavar="FILE|NAME",
-                       help="YAML config: a file, or a shipped config's name such as pendulum (planet-sac configs lists them); "
-                            "a resumed run uses its saved config.yaml")
+                   help="YAML config: a file, or a shipped config's name such as pendulum (planet-sac configs lists them); "
+                        "a resumed run uses its saved config.yaml")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. data.batch_size=16")
     train.add_argument("--train-steps", type=int, help="stop after this many gradient updates in total")
     _path_argument(train, "--offline-data", metavar="EPISODE_DIR",
-                       help="train the world model from this episode directory only (no collection, no test phases)")
+                   help="train the world model from this episode directory only (no collection, no test phases)")
     _path_argument(train, "--restore-from", metavar="CHECKPOINT", help="start from another run's variables (logdir, checkpoints/ or prefix)")
     train.add_argument("--include", nargs="+", default=[], metavar="REGEX",
                        help="with --restore-from: names to restore (re.match), default all; a run's counters, "
@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     _path_argument(evaluate, "--video", metavar="FILE.mp4|FILE.gif", help="write the first policy's first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
     _path_argument(evaluate, "--json", metavar="FILE.json",
-                          help="also write each policy's per-episode returns (episode k starts from --seed + k) to this file")
+                   help="also write each policy's per-episode returns (episode k starts from --seed + k) to this file")
 
     bench = commands.add_parser("bench", parents=[output],
                                 help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
@@ -114,8 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     suite = commands.add_parser("suite", parents=[output],
                                 help="train and evaluate every task x seed one after another; publish Dreamer-format score files")
     _path_argument(suite, "--config", required=True, metavar="FILE|NAME",
-                       help="YAML config shared by every run (the suite sets task, action repeat, seed): a file, or a shipped "
-                            "config's name such as dmc_vision_cpu (planet-sac configs lists them)")
+                   help="YAML config shared by every run (the suite sets task, action repeat, seed): a file, or a shipped "
+                        "config's name such as dmc_vision_cpu (planet-sac configs lists them)")
     suite.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
                        help="env.task values (default: PlaNet's six dm_control tasks)")
     suite.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED", help="default: 0 1 2")
@@ -136,11 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     plot = commands.add_parser("plot", parents=[output],
                                help="draw the curves of runs (metrics.jsonl) or of score files (one panel per task, with baselines)")
     _path_argument(plot, "logdirs", nargs="+", metavar="LOGDIR|SCORES.json.gz",
-                      help="runs to plot (several are drawn as mean and spread too), or score files of `planet-sac suite`")
+                   help="runs to plot (several are drawn as mean and spread too), or score files of `planet-sac suite`")
     _path_argument(plot, "--out", default="curves.png", metavar="FILE.png", help="image to write (default: curves.png)")
     plot.add_argument("--smooth", type=int, default=1, metavar="N", help="runs: moving average over N points (default: 1, none)")
     _path_argument(plot, "--baselines", nargs="+", default=[], metavar="SCORES.json.gz",
-                      help="score files: other methods' score files drawn beside them, e.g. ../shared/baselines/dmc_vision-*.json.gz")
+                   help="score files: other methods' score files drawn beside them, e.g. ../shared/baselines/dmc_vision-*.json.gz")
     plot.add_argument("--bin", type=float, default=10_000, metavar="ENV_STEPS",
                       help="score files: each seed's curve is averaged in bins of this many env steps (default: 10000; "
                            "at most 10,000 bins)")

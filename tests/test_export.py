@@ -300,8 +300,10 @@ def test_an_out_that_cannot_be_made_is_one_line_before_the_agent_is_built(out, m
     (tmp_path / "taken").mkdir()
     (tmp_path / "locked").mkdir(mode=0o555)
     os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
-    if "locked" in out and os.access(tmp_path / "locked", os.W_OK):
-        pytest.skip("root writes into a read-only folder")
+    if "locked" in out:  # root writes into a read-only folder: the check asks os.access, which says no here
+        access = os.access
+        monkeypatch.setattr(planet_sac.export.os, "access", lambda path, mode: access(path, mode) and not str(
+            path).endswith("locked"))
     before = sorted(os.listdir(tmp_path))
     assert main(["export", "--logdir", str(FIXTURE_RUN), "--out", out.format(tmp=tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

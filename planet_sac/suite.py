@@ -513,20 +513,20 @@ def run_suite(config_path: str, tasks: Sequence[str], seeds: Sequence[int], env_
             check_same_config(spec, load_config(config_path, [*overrides, *spec.overrides()]), env_steps, method)
     if os.path.exists(out) and not os.path.isdir(out):  # checked last: bad arguments write nothing
         raise ConfigError(f"--out {out} is a file, not a directory; choose another path")
-    for task in tasks:
-        for folder in ("runs", "results", "scores", f"runs/{score_task(task)}", f"results/{score_task(task)}"):
-            path = os.path.join(out, folder)
-            if os.path.exists(path) and not os.path.isdir(path):
-                raise ConfigError(f"{path} is a file where the suite keeps a folder; move it away")
-    obs = load_config(config_path, [*overrides, *RunSpec(tasks[0], seeds[0], repeats[tasks[0]], out).overrides()]).env.obs
+    for folder in ("runs", "results", "scores", *(f"{kind}/{score_task(task)}" for task in tasks
+                                                   for kind in ("runs", "results"))):
+        path = os.path.join(out, folder)
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ConfigError(f"{path} is a file where the suite keeps a folder; move it away")
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
         raise ConfigError(f"--out {out} cannot be created ({error.strerror}); choose another path") from None
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable; choose another path")
-    for task in tasks:
-        restore_score_records([RunSpec(task, seed, repeats[task], out) for seed in seeds], env_steps, obs, method)
+    for task in tasks:  # `config` is the last task's: the suite sets only the task, its action repeat and the seed
+        restore_score_records([RunSpec(task, seed, repeats[task], out) for seed in seeds], env_steps, config.env.obs,
+                              method)
     summaries = []
     for seed in seeds:
         for task in tasks:

@@ -40,7 +40,9 @@ class DMCEnv(SimEnv):
         os.environ.setdefault("MUJOCO_GL", "egl")
         suite = _import_dm_control_suite()
         self._rendered = False
-        domain, task = check_dmc_task(name)
+        domain, _, task = name.partition("-")
+        if (domain, task) not in suite.ALL_TASKS:
+            raise unknown_dmc_task(name, suite.ALL_TASKS)
         self.camera_id = CAMERAS.get(domain, 0)
         self._env = suite.load(
             domain, task, task_kwargs={"random": seed, "time_limit": float("inf")}
@@ -113,20 +115,6 @@ def _silence_known_warnings() -> None:
     absl_logger = logging.getLogger("absl")
     if not any(isinstance(existing, _DeprecatedTotalMass) for existing in absl_logger.filters):
         absl_logger.addFilter(_DeprecatedTotalMass())
-
-
-def check_dmc_task(name: str) -> tuple[str, str]:
-    """(domain, task) of the dm_control suite task `name` (`cartpole-swingup`); builds no environment.
-
-    Raises:
-        ConfigError: If the suite has no such task (one line listing the domain's tasks, or all of them).
-        MissingPackageError, SetupError: If dm_control cannot be imported (says what to install or set).
-    """
-    suite = _import_dm_control_suite()
-    domain, _, task = name.partition("-")
-    if (domain, task) not in suite.ALL_TASKS:
-        raise unknown_dmc_task(name, suite.ALL_TASKS)
-    return domain, task
 
 
 def _import_dm_control_suite() -> Any:

@@ -73,9 +73,7 @@ def _has_not_trained(logdir: str) -> bool:
 
 
 def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
-    """Creates the directory, failing early with a clear message if it cannot be used (or is named '')."""
-    if not logdir.strip():
-        raise ConfigError(f"{flag} {logdir!r} is empty; give a folder")
+    """Creates the directory, failing early with a clear message if it cannot be used."""
     if tf.io.gfile.exists(logdir) and not tf.io.gfile.isdir(logdir):
         raise ConfigError(f"{flag} {logdir} is a file, not a directory; choose another path")
     try:

@@ -42,7 +42,7 @@ class EnvConfig:
     time_limit: int | None = None  # agent steps per episode; None = the task's own limit
     image_size: int = 64  # height and width of image observations (the conv decoder needs 64)
     seed: int = 0  # seeds the training environment (the test environment uses seed + 10000)
-    num_envs: int = 1  # environments stepped in parallel processes while collecting (1: in this process, or its own restartable one for MuJoCo)
+    num_envs: int = 1  # environments stepped in parallel processes while collecting (1: here, or in its own for MuJoCo; a failing one is restarted)
     test_envs: int = 1  # environments playing a test phase's episodes at once (> 1: each in its own process; image tasks)
     shadow_size: int | None = None  # dm_control: MuJoCo shadow-map size (None = the model's 4096; 1024: same pixels, faster; docs/performance.md)
 

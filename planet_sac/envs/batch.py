@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import os
 import time
-from typing import Mapping, Protocol, cast
+from typing import Callable, Mapping, Protocol, cast
 
 import gymnasium
 import numpy as np
@@ -52,29 +52,94 @@ class EnvBatch(Protocol):
 
 
 class LocalEnvs:
-    """A batch of one environment stepped in this process (through its own child process for MuJoCo)."""
+    """A batch of one environment stepped in this process.
+
+    Given `remake` (as `make_envs` gives it), an environment that raises in `reset` or `step` is closed and replaced
+    by `remake(restarts)`, capped as `ParallelEnvs` caps its restarts (`Restarts`): its step result says `crashed`, and
+    past the cap the run ends with `EnvFailedError`, one line naming the environment's last error. Without `remake`
+    (an environment object handed to the actor), its errors are its own and propagate as they are.
+    `ConfigError` and `SetupError` are never retried.
+    """
 
     num_envs = 1
 
-    def __init__(self, env: gymnasium.Env) -> None:
+    def __init__(self, env: gymnasium.Env, remake: Callable[[int], gymnasium.Env] | None = None,
+                 max_restarts: int = 3, restart_window: float = 300.0) -> None:
+        """:param remake: a fresh environment after `restarts` restarts (1, 2, ...): its seed must differ from the
+            first one's, as `environment_seed(seed, 0, restarts)` does."""
         self.env = env
+        self.remake = remake
+        self._restarts = Restarts(1, max_restarts, restart_window)
         # the EnvBatch spaces: those of make_env's environments (a Dict observation, Box actions)
         self.observation_space = cast(spaces.Dict, env.observation_space)
         self.action_space = cast(spaces.Box, env.action_space)
 
+    @property
+    def restarts(self) -> list[int]:
+        """How often the environment was replaced (one count, as `ParallelEnvs.restarts` has one per environment)."""
+        return self._restarts.counts
+
     def reset(self, index: int, seed: int | None = None) -> dict[str, np.ndarray]:
-        return self.env.reset(seed=seed)[0]
+        while True:
+            try:
+                return self.env.reset(seed=seed)[0]
+            except (ConfigError, SetupError):
+                raise
+            except Exception as error:
+                if self.remake is None:
+                    raise
+                self._replace(error)
 
     def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
-        obs, reward, terminated, truncated, _ = self.env.step(actions[0])
+        try:
+            obs, reward, terminated, truncated, _ = self.env.step(actions[0])
+        except (ConfigError, SetupError):
+            raise
+        except Exception as error:
+            if self.remake is None:
+                raise
+            self._replace(error)
+            return {0: StepResult(None, 0.0, False, False, crashed=True)}
         return {0: StepResult(obs, float(reward), bool(terminated), bool(truncated))}
+
+    def _replace(self, error: Exception) -> None:
+        """Closes the failed environment and makes the next one; raises `EnvFailedError` past the cap."""
+        self._restarts.count_failure(0, f"raised {one_line(error)}")
+        try:
+            self.env.close()
+        except Exception as close_error:  # a broken environment may fail to close too; it is dropped either way
+            log.debug("closing the failed environment raised %s", one_line(close_error))
+        assert self.remake is not None
+        self.env = self.remake(self._restarts.counts[0])
 
     def close(self) -> None:
         self.env.close()
 
 
 class EnvFailedError(SetupError):
-    """An environment failed (its process died, or it raised) more often than `ParallelEnvs` restarts it."""
+    """An environment failed (its process died, or it raised) more often than its batch restarts it."""
+
+
+class Restarts:
+    """The restart count and recent failures of each environment of a batch, capped as Dreamer's
+    `RestartOnException(maxfails=2, window=300)`: an environment that fails more than `max_restarts` times within
+    `restart_window` seconds is given up."""
+
+    def __init__(self, num_envs: int, max_restarts: int, restart_window: float) -> None:
+        self.max_restarts, self.restart_window = max_restarts, restart_window
+        self.counts = [0] * num_envs
+        self.failures: list[list[float]] = [[] for _ in range(num_envs)]
+
+    def count_failure(self, index: int, detail: str) -> None:
+        """Counts a failure of environment `index` (`detail`: what it did, for the messages) and its restart, with a
+        warning; raises `EnvFailedError` (one line, naming `detail`) past the cap instead."""
+        self.failures[index] = failures_in_window(self.failures[index], time.monotonic(), self.restart_window)
+        if len(self.failures[index]) > self.max_restarts:
+            raise EnvFailedError(
+                f"environment {index} failed {len(self.failures[index])} times within {self.restart_window:.0f} s, "
+                f"last: {detail}; not restarting it again (fix the environment, or see --verbose)")
+        self.counts[index] += 1
+        log.warning("environment %d %s; restarted it, its partial episode is dropped", index, detail)
 
 
 def episode_seed(seed: int, stream: int, index: int) -> int:
@@ -114,10 +179,7 @@ class ParallelEnvs:
         self.num_envs = num_envs
         self.config = config
         self.seed = seed
-        self.restarts = [0] * num_envs
-        self.max_restarts = max_restarts
-        self.restart_window = restart_window
-        self._failures: list[list[float]] = [[] for _ in range(num_envs)]
+        self._restarts = Restarts(num_envs, max_restarts, restart_window)
         if config.task.startswith("gym:"):
             import_gym_module(config.task[len("gym:"):])  # a bad module or id: one line here, before any process starts
         self._python_path = module_paths(config.task)
@@ -135,6 +197,11 @@ class ParallelEnvs:
         self.observation_space = self._envs[0].observation_space
         self.action_space = self._envs[0].action_space
 
+    @property
+    def restarts(self) -> list[int]:
+        """How often each environment was replaced."""
+        return self._restarts.counts
+
     def _start(self, index: int) -> EnvProcess:
         c = self.config
         seed = environment_seed(self.seed, index, self.restarts[index])
@@ -143,18 +210,12 @@ class ParallelEnvs:
 
     def _replace(self, index: int, error: Exception) -> None:
         """Restarts environment `index` after `error`; raises `EnvFailedError` past the cap."""
-        self._failures[index] = failures_in_window(self._failures[index], time.monotonic(), self.restart_window)
         detail = (str(error).replace("environment process ", "") if isinstance(error, EnvCrashed)
                   else f"raised {one_line(error)}")
         child_traceback = getattr(error, "child_traceback", None)
         if child_traceback:
             log.debug("environment %d: %s", index, child_traceback)
-        if len(self._failures[index]) > self.max_restarts:
-            raise EnvFailedError(
-                f"environment {index} failed {len(self._failures[index])} times within {self.restart_window:.0f} s, "
-                f"last: {detail}; not restarting it again (fix the environment, or see --verbose)")
-        self.restarts[index] += 1
-        log.warning("environment %d %s; restarted it, its partial episode is dropped", index, detail)
+        self._restarts.count_failure(index, detail)
         self._envs[index].close()
         self._envs[index] = self._start(index)
 
@@ -224,5 +285,7 @@ def make_envs(config: EnvConfig, seed: int | None = None, num_envs: int | None =
     if num_envs < 1:
         raise ConfigError(f"env.num_envs={num_envs}: must be >= 1")
     if num_envs == 1 and not uses_mujoco(config.task):
-        return LocalEnvs(make_env(config, seed=seed))
+        first_seed = seed
+        return LocalEnvs(make_env(config, seed=seed),
+                         remake=lambda restarts: make_env(config, seed=environment_seed(first_seed, 0, restarts)))
     return ParallelEnvs(config, seed, num_envs)

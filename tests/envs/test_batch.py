@@ -12,8 +12,10 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+import gymnasium
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 from planet_sac.config import ConfigError, EnvConfig
 from planet_sac.envs import LocalEnvs, ParallelEnvs, environment_seed, make_env, make_envs
@@ -253,7 +255,7 @@ def test_failures_older_than_the_window_are_forgotten():
 def test_an_environment_is_given_up_after_max_restarts_failures_within_the_window(monkeypatch):
     """max_restarts=2: the 1st and 2nd failures restart the environment, the 3rd within the window ends with one
     line; failures spread wider than the window never do."""
-    from planet_sac.envs.batch import EnvFailedError
+    from planet_sac.envs.batch import EnvFailedError, Restarts
 
     class Stub:  # a restarted environment, without a process of its own
         def close(self):
@@ -272,7 +274,7 @@ def test_an_environment_is_given_up_after_max_restarts_failures_within_the_windo
     with pytest.raises(EnvFailedError, match=r"^environment 0 failed 3 times within 300 s, last: raised "
                                              r"RuntimeError: down; not restarting it again"):
         envs._replace(0, RuntimeError("down"))
-    envs._failures, envs.restarts = [[]], [0]
+    envs._restarts = Restarts(1, max_restarts=2, restart_window=300.0)
     for now[0] in (1000.0, 2000.0, 3000.0, 4000.0):  # as many, each past the window of the one before
         envs._replace(0, RuntimeError("down"))
     assert envs.restarts == [4]
@@ -295,3 +297,54 @@ def test_an_environment_process_ends_quietly_when_its_parent_dies_unread():
     conn.close()  # with the answer unread
     _, stderr = child.communicate(timeout=60)
     assert (child.returncode, stderr) == (0, "")
+
+
+class RaisesAtStep(gymnasium.Env):
+    """Raises at step `at` of its life (never when `at` is 0); counts its closes."""
+
+    observation_space = spaces.Box(-1, 1, (1,), np.float32)
+    action_space = spaces.Box(-1, 1, (1,), np.float32)
+
+    def __init__(self, at: int):
+        self.at, self.steps, self.closed = at, 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.at:
+            raise RuntimeError("lost the simulator")
+        return np.full(1, self.steps / 10, np.float32), 1.0, False, False, {}
+
+    def close(self):
+        self.closed += 1
+
+
+def test_a_local_environment_that_raises_is_replaced_capped_or_left_alone_without_remake(monkeypatch):
+    """`LocalEnvs` with `remake`: a raising step is a `crashed` result, the environment closed and remade with the
+    restart count; the 4th failure within the window is one line. Without `remake` the error is the caller's."""
+    from planet_sac.envs.batch import EnvFailedError
+
+    made = []
+
+    def remake(restarts):
+        made.append(restarts)
+        return RaisesAtStep(at=1)
+
+    first = RaisesAtStep(at=2)
+    envs = LocalEnvs(first, remake=remake)
+    monkeypatch.setattr("planet_sac.envs.batch.time.monotonic", lambda: 0.0)
+    assert not envs.step({0: np.zeros(1)})[0].crashed
+    result = envs.step({0: np.zeros(1)})[0]
+    assert result.crashed and result.obs is None and first.closed == 1 and made == [1] and envs.restarts == [1]
+    for restarts in (2, 3):
+        assert envs.step({0: np.zeros(1)})[0].crashed
+        assert made[-1] == restarts
+    with pytest.raises(EnvFailedError, match=r"^environment 0 failed 4 times within 300 s, last: raised "
+                                             r"RuntimeError: lost the simulator; not restarting it again"):
+        envs.step({0: np.zeros(1)})
+    assert made == [1, 2, 3]
+    alone = LocalEnvs(RaisesAtStep(at=1))
+    with pytest.raises(RuntimeError, match="^lost the simulator$"):
+        alone.step({0: np.zeros(1)})

@@ -332,17 +332,28 @@ class BrokenReset(gymnasium.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
+class BrokenStep(BrokenReset):
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        raise RuntimeError("the simulator is down")
+
+
 gymnasium.register("BrokenReset-v0", entry_point=BrokenReset)
+gymnasium.register("BrokenStep-v0", entry_point=BrokenStep)
 """
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_an_environment_that_raises_on_every_reset_ends_the_run_with_one_line(module_dir, tmp_path):
-    """A real command in a real process (a timeout, not a hang, if restarts were endless): 3 restarts, then one line."""
+@pytest.mark.parametrize("env_id, num_envs", [("BrokenReset-v0", 2), ("BrokenStep-v0", 1)])
+def test_an_environment_that_always_raises_ends_the_run_with_one_line(module_dir, tmp_path, env_id, num_envs):
+    """A real command in a real process (a timeout, not a hang, if restarts were endless): 3 restarts, then one line;
+    in child processes (num_envs=2) as in this one (num_envs=1, where a raising step was a traceback)."""
     write_module(module_dir, "broken_envs", BROKEN_ENV)
-    command = [sys.executable, "-m", "planet_sac", "collect", "--task", "gym:broken_envs:BrokenReset-v0", "--obs",
-               "state", "--episodes", "2", "--outdir", str(tmp_path / "episodes"), "--set", "env.num_envs=2"]
+    command = [sys.executable, "-m", "planet_sac", "collect", "--task", f"gym:broken_envs:{env_id}", "--obs",
+               "state", "--episodes", "2", "--outdir", str(tmp_path / "episodes"), "--set", f"env.num_envs={num_envs}"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path,
                             env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(module_dir)])))
     lines = result.stderr.strip().splitlines()
@@ -354,6 +365,54 @@ def test_an_environment_that_raises_on_every_reset_ends_the_run_with_one_line(mo
                       "RuntimeError: the simulator is down; not restarting it again (fix the environment, or see "
                       "--verbose)"], result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+
+
+def test_a_single_environment_that_raises_once_is_restarted_and_its_episode_redone(module_dir, tmp_path, capsys):
+    """num_envs=1, in this process: the first environment raises at its 3rd step; the actor drops the partial episode,
+    and a fresh environment, seeded `environment_seed(seed, 0, 1)` as `ParallelEnvs` seeds a restarted one, plays it
+    again. This used to end the command with a traceback."""
+    write_module(module_dir, "flaky_envs", """
+        import gymnasium
+        import numpy as np
+        from gymnasium import spaces
+
+        MADE = []  # the seed each environment was made with, in order
+
+        class Flaky(gymnasium.Env):
+            observation_space = spaces.Box(-1, 1, (1,), np.float32)
+            action_space = spaces.Box(-1, 1, (1,), np.float32)
+
+            def __init__(self):
+                self.number, self.t = len(MADE), 0
+                MADE.append(None)
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                MADE[self.number] = MADE[self.number] or seed
+                self.t = 0
+                return np.zeros(1, np.float32), {}
+
+            def step(self, action):
+                self.t += 1
+                if self.number == 0 and self.t == 3:
+                    raise RuntimeError("lost the simulator")
+                return np.full(1, self.t / 10, np.float32), 1.0, False, self.t >= 5, {}
+
+        gymnasium.register("Flaky-v0", entry_point=Flaky)
+    """)
+    from planet_sac.episodes.folder import list_episodes
+
+    outdir = tmp_path / "episodes"
+    assert main(["collect", "--task", "gym:flaky_envs:Flaky-v0", "--obs", "state", "--episodes", "1",
+                 "--outdir", str(outdir), "--seed", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "environment 0 raised RuntimeError: lost the simulator; restarted it" in err
+    [path] = list_episodes(str(outdir))
+    with np.load(path) as episode:
+        assert len(episode["reward"]) == 6 and episode["reward"].sum() == 5.0  # the whole episode, played again
+    import flaky_envs
+
+    assert flaky_envs.MADE == [3, environment_seed(3, 0, 1)]  # the restart's own seed, as ParallelEnvs gives it
 
 
 @pytest.mark.slow

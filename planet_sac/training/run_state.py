@@ -12,6 +12,7 @@ checkpoint written so far: filtered restores and old runs depend on them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -50,7 +51,8 @@ RUN_STATE = (r"counters/", r"(learner|policy)/rng_state$", r"learner/(skipped_up
 
 class RunState(tf.Module):
     """What else a checkpoint holds so that a resumed run continues as the uninterrupted one would: the replays'
-    states (`EpisodeReplay.state`) and the names of the training episodes on disk, as JSON strings ("" until set)."""
+    states (`EpisodeReplay.state`), the names of the training episodes on disk, and a collection still owed at the
+    checkpoint's step (`OwedCollection`; "" when none), as JSON strings ("" until set)."""
 
     def __init__(self):
         super().__init__(name="run_state")
@@ -58,6 +60,7 @@ class RunState(tf.Module):
             self.replay = tf.Variable("", dtype=tf.string, trainable=False, name="replay")
             self.held_out_replay = tf.Variable("", dtype=tf.string, trainable=False, name="held_out_replay")
             self.train_episodes = tf.Variable("", dtype=tf.string, trainable=False, name="train_episodes")
+            self.owed_collection = tf.Variable("", dtype=tf.string, trainable=False, name="owed_collection")
 
     @staticmethod
     def read(variable: tf.Variable) -> object | None:
@@ -76,6 +79,20 @@ class Counters(tf.Module):
             self.train_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_episodes")
             self.test_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_episodes")
             self.test_phases = tf.Variable(0, dtype=tf.int64, trainable=False, name="test_phases")
+
+
+@dataclasses.dataclass(frozen=True)
+class OwedCollection:
+    """A collection that failed (its environment given up, its disk full, ...) after update `step`: what the resumed
+    run needs to do it and go on as the run would have gone on.
+
+    `update_metrics`: update `step`'s metrics, which its training record holds; `catch_up`: the SAC head's catch-up
+    metrics (`catchup/*`) when it caught up before the collection (the checkpoint holds the head after it).
+    """
+
+    step: int
+    update_metrics: dict[str, float]
+    catch_up: dict[str, float]
 
 
 def reset_seeds(env_seed: int, strategy: tf.distribute.Strategy, stream: int, first: int, count: int) -> list[int]:
@@ -229,14 +246,28 @@ class RunProgress:
                             prefetch=0,  # deterministic: batches are drawn when needed, not ahead
                             state=cast("dict | None", RunState.read(self.run_state.replay)))
 
-    def save_checkpoint(self, replay: EpisodeReplay | None = None, held_out_replay: EpisodeReplay | None = None) -> str:
+    def save_checkpoint(self, replay: EpisodeReplay | None = None, held_out_replay: EpisodeReplay | None = None,
+                        owed: OwedCollection | None = None, episodes: Sequence[str] | None = None) -> str:
         """Checkpoints the run at its current step, with the states of the training `replay` and the test phase's
-        `held_out_replay` (those given) and the names of the run's training episodes (when it collects them)."""
+        `held_out_replay` (those given) and the names of the run's training episodes (when it collects them).
+
+        :param owed: the collection that failed after this step's update (`OwedCollection`), which a resume redoes
+            before it updates again; None for a checkpoint with nothing owed.
+        :param episodes: the training episode files the checkpoint names (default: those on disk now); a failed
+            collection's checkpoint names the ones from before it, so that a resume sets aside what it wrote.
+        """
         if replay is not None:
             self.run_state.replay.assign(json.dumps(replay.state()))
         if held_out_replay is not None:
             self.run_state.held_out_replay.assign(json.dumps(held_out_replay.state()))
         if self.collects:
-            names = [os.path.basename(path) for path in self.train.collected()]
+            names = [os.path.basename(path) for path in (self.train.collected() if episodes is None else episodes)]
             self.run_state.train_episodes.assign(json.dumps(names))
+        self.run_state.owed_collection.assign(json.dumps(dataclasses.asdict(owed)) if owed is not None else "")
         return self.checkpointer.save(int(self.counters.step.numpy()))
+
+    def owed_collection(self) -> OwedCollection | None:
+        """The collection the restored checkpoint owes at its step (its update done, its episodes not), or None."""
+        record = RunState.read(self.run_state.owed_collection)  # every other checkpoint clears it
+        return OwedCollection(**cast(dict, record)) if record else None
+

@@ -40,7 +40,7 @@ import os
 import signal
 import threading
 import time
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 import tensorflow as tf
@@ -62,7 +62,7 @@ from planet_sac.training.logger import Logger
 from planet_sac.training.run_checks import check_offline_data, check_start, imagination_termination_warning
 from planet_sac.training.run_dir import check_config_change, prepare_logdir, remove_unused_logdir
 from planet_sac.training.run_lock import lock_run
-from planet_sac.training.run_state import Counters, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
+from planet_sac.training.run_state import Counters, OwedCollection, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy, evenly_spread
 from planet_sac.training.signals import GracefulStop, TrainingStopped
 from planet_sac.training.test_phase import TestPhase
@@ -206,12 +206,17 @@ class Trainer:
             # uninterrupted run has none at that step (a finished run keeps it: `train` returns it).
             self.logger.drop_after(step, test_pending=False, unscheduled_train=True)
         last: dict = {}
-        metrics = None
+        metrics: dict | None = None
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = LogWindow()
         stop = GracefulStop(self._stop)
         with stop:
+            owed = self.run_progress.owed_collection()
+            if owed is not None:  # the update is in the checkpoint; what followed it is done now, as it was due then
+                log.info("step %d: redoing the collection that failed after this step's update", step)
+                metrics = owed.update_metrics
+                last = self._after_update(batches, window, when, step, metrics, bar, owed) or last
             while not self._stop.is_set():
                 if self.phase() == TEST:
                     bar.set_description(TEST)
@@ -222,15 +227,7 @@ class Trainer:
                 bar.set_description(TRAIN)
                 metrics, step = self._update(batches, window)
                 bar.update(1)
-                values = self._collect(batches, window, step, when.collection(step)) if when.collect(step) else {}
-                if when.log(step, collected=bool(values)):
-                    last = self._log_train(values, metrics, window, replay)
-                    bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
-                                    sps=f"{values['train/steps_per_second']:.1f}")
-                if when.video(step):
-                    self.log_open_loop(next(batches))
-                if when.checkpoint(step) and int(self.learner.consecutive_skips.numpy()) == 0:
-                    self.save_checkpoint()  # only after a good update: the last checkpoint is always a good one
+                last = self._after_update(batches, window, when, step, metrics, bar) or last
         bar.close()
         self.stopped = (stop.received, step, when.total) if stop.received and not when.done(step) else None
         if metrics is not None and last.get("step") != step:  # the final state is always in metrics.jsonl
@@ -243,6 +240,23 @@ class Trainer:
             # what the run's last call returned: its final test phase's record or its last update's, not the video's
             last = self.logger.last_record(lambda record: record.get("phase") == TEST or "loss/total" in record) or {"step": step}
         return last
+
+    def _after_update(self, batches: Iterator[dict], window: LogWindow, when: Every, step: int, metrics: dict,
+                      bar: tqdm, owed: OwedCollection | None = None) -> dict:
+        """What follows update `step` (its `metrics`): collection, logging, the open-loop video and a checkpoint, each
+        when `when` says so; returns the training record when one is logged, else {}. `owed`: the collection owed
+        after a resume from a failed one (its update done, its head's catch-up too)."""
+        record: dict = {}
+        values = self._collect(batches, window, step, when.collection(step), metrics, owed) if when.collect(step) else {}
+        if when.log(step, collected=bool(values)):
+            record = self._log_train(values, metrics, window, cast(EpisodeReplay, self._replay))
+            bar.set_postfix(loss=f"{values['loss/total']:.2f}", kl=f"{values['loss/kl']:.2f}",
+                            sps=f"{values['train/steps_per_second']:.1f}")
+        if when.video(step):
+            self.log_open_loop(next(batches))
+        if when.checkpoint(step) and int(self.learner.consecutive_skips.numpy()) == 0:
+            self.save_checkpoint()  # only after a good update: the last checkpoint is always a good one
+        return record
 
     def _update(self, batches: Iterator[dict], window: LogWindow) -> tuple[dict, int]:
         """One learner update; (its metrics, the new step). Stops the run after too many non-finite updates in a row."""
@@ -258,15 +272,27 @@ class Trainer:
             )
         return metrics, step
 
-    def _collect(self, batches: Iterator[dict], window: LogWindow, step: int, collection: int) -> dict:
-        """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length."""
+    def _collect(self, batches: Iterator[dict], window: LogWindow, step: int, collection: int, metrics: dict,
+                 owed: OwedCollection | None = None) -> dict:
+        """The `collection`-th training episodes (after the SAC head's catch-up when it acts); their return and length.
+
+        If collecting fails (an environment given up, a full disk, ...), the run is checkpointed at `step` with the
+        collection owed (`_checkpoint_owed_collection`) and the error raised: a resume loses no update. `owed`: that
+        collection, done now after a resume (the catch-up, done before it failed, is not repeated)."""
         collect_start = time.perf_counter()
-        values = {}
         collector = collecting_policy(self.config.policy, collection)
-        if collector in SAC_ACTING:
-            values.update(self.catch_up_head(batches))
+        if owed is not None:
+            values = dict(owed.catch_up)
+        else:
+            values = self.catch_up_head(batches) if collector in SAC_ACTING else {}
         explore = evenly_spread(self.config.sac.exploration_share, collection)  # the head's noise on this collection
-        episodes = self.collect_train_episodes(collector, self.config.env.num_envs, explore)
+        policy_rng = self.agent.policy.rng.state.numpy()  # acting draws from it; a failed collection puts it back
+        on_disk = self.train_folder.collected()
+        try:
+            episodes = self.collect_train_episodes(collector, self.config.env.num_envs, explore)
+        except Exception:
+            self._checkpoint_owed_collection(step, metrics, values, policy_rng, on_disk)
+            raise
         window.collected(collect_start)
         if not episodes:  # only unreadable files on disk: nothing to report
             return values
@@ -278,6 +304,24 @@ class Trainer:
         log.info("step %d: episode %d (%s) return %.1f (env steps %d)", step, int(self.counters.train_episodes.numpy()),
                  collector, values["train/return"], int(self.counters.env_steps.numpy()))
         return values
+
+    def _checkpoint_owed_collection(self, step: int, metrics: dict, catch_up: dict, policy_rng: np.ndarray,
+                                    on_disk: list[str]) -> None:
+        """Checkpoints the run as it stood when the failed collection after update `step` began (`policy_rng`, the
+        training episodes `on_disk` then), with the collection owed, so that a resume redoes it and loses no update.
+        Not after a non-finite update (the last checkpoint stays a good one), and never instead of the error."""
+        if int(self.learner.consecutive_skips.numpy()) != 0:
+            return
+        self.agent.policy.rng.state.assign(policy_rng)
+        owed = OwedCollection(step, {key: float(value) for key, value in metrics.items()}, catch_up)
+        try:
+            path = self.run_progress.save_checkpoint(self._replay, self.test_phases.held_out_replay, owed, on_disk)
+        except Exception as error:  # the collection's error is the one to report
+            log.warning("step %d: the collection failed, and so did its checkpoint (%s: %s): a resume starts from %s",
+                        step, type(error).__name__, error, self.checkpointer.latest)
+            return
+        log.warning("step %d: the collection failed; checkpointed %s with it owed: the same command redoes it and goes on",
+                    step, path)
 
     def _log_train(self, values: dict, metrics: dict, window: LogWindow, replay: EpisodeReplay) -> dict:
         """A training record: `values` (updated in place) with the update's metrics, the window's timing and replay's counts."""

@@ -83,33 +83,27 @@ class LocalEnvs:
         while True:
             try:
                 return self.env.reset(seed=seed)[0]
-            except (ConfigError, SetupError):
-                raise
             except Exception as error:
-                if self.remake is None:
-                    raise
                 self._replace(error)
 
     def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
         try:
             obs, reward, terminated, truncated, _ = self.env.step(actions[0])
-        except (ConfigError, SetupError):
-            raise
         except Exception as error:
-            if self.remake is None:
-                raise
             self._replace(error)
             return {0: StepResult(None, 0.0, False, False, crashed=True)}
         return {0: StepResult(obs, float(reward), bool(terminated), bool(truncated))}
 
     def _replace(self, error: Exception) -> None:
-        """Closes the failed environment and makes the next one; raises `EnvFailedError` past the cap."""
+        """Closes the failed environment and makes the next one; raises `EnvFailedError` past the cap, and `error`
+        itself where it is not to be retried (`ConfigError`, `SetupError`) or there is no `remake`."""
+        if self.remake is None or isinstance(error, (ConfigError, SetupError)):
+            raise error
         self._restarts.count_failure(0, f"raised {one_line(error)}")
         try:
             self.env.close()
         except Exception as close_error:  # a broken environment may fail to close too; it is dropped either way
             log.debug("closing the failed environment raised %s", one_line(close_error))
-        assert self.remake is not None
         self.env = self.remake(self._restarts.counts[0])
 
     def close(self) -> None:

@@ -354,12 +354,22 @@ def check_same_config(spec: RunSpec, config: Config, env_steps: int, method: str
         check_config_change(spec.run_dir, config, force=False)
 
 
-def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compare_episodes: int) -> dict[str, dict]:
+EVALUATION_PROGRESS = "final_evaluation.json"
+"""In a run directory: the final evaluation's policies finished so far (`final_evaluation`'s `progress`)."""
+
+
+def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compare_episodes: int,
+                     progress: str | None = None) -> dict[str, dict]:
     """{policy: returns and seconds}: the headline policy on `episodes` episodes, every other policy on `compare_episodes`.
 
     One agent restored from the run's latest checkpoint acts with each policy in turn (switching the
     policy does not retrace it), each in a new environment whose episode k is seeded with `seed + k`,
     so every policy meets the same episode starts (as `planet-sac evaluate` with one `--seed`).
+
+    :param progress: a JSON file rewritten after each policy with the results so far and the policy's random-number
+        state. An evaluation stopped midway and called again with the same file, checkpoint, seed and counts keeps the
+        policies it had finished and goes on from there with the same random numbers: its results are those of an
+        evaluation never stopped. A file from another checkpoint, seed or counts is not read (and then replaced).
     """
     import numpy as np
 
@@ -370,11 +380,13 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
 
     config, agent, env, step = load_agent(logdir, (), seed)
     env = SeededResets(env, seed)
-    results = {}
     plan = [(headline, episodes)] + [(name, compare_episodes) for name in POLICIES if name != headline]
+    plan = [(policy, count) for policy, count in plan if count >= 1]
+    identity = {"step": step, "seed": seed, "plan": [list(entry) for entry in plan]}
+    results = _kept_evaluation(progress, identity, agent.policy.rng)
     try:
         for policy, count in plan:
-            if count < 1:
+            if policy in results:
                 continue
             if env is None:
                 env = SeededResets(make_env(config.env, seed=seed), seed)
@@ -391,10 +403,35 @@ def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compa
                                "episodes": count, "seconds": time.perf_counter() - start, "step": step}
             log.info("%s: %s %.1f +- %.1f over %d episodes (%.0f s)", logdir, policy, results[policy]["mean"],
                      results[policy]["std"], count, results[policy]["seconds"])
+            if progress:
+                with atomic_open(progress) as file:
+                    json.dump({**identity, "results": results,
+                               "policy_rng": agent.policy.rng.state.numpy().tolist()}, file, indent=1)
     finally:
         if env is not None:
             env.close()
-    return results
+    return {policy: results[policy] for policy, _ in plan}
+
+
+def _kept_evaluation(progress: str | None, identity: Mapping, rng) -> dict[str, dict]:
+    """The results kept in `progress` by an evaluation with the same `identity` (checkpoint step, seed, plan), with
+    the policy's random-number state `rng` (a tf.random.Generator) put where that evaluation had left it; else {}."""
+    if not progress or not os.path.exists(progress):
+        return {}
+    try:
+        with open(progress) as file:
+            kept = json.load(file)
+        same = all(kept.get(key) == value for key, value in identity.items())
+        if same:
+            rng.state.assign(kept["policy_rng"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        log.warning("%s: not read (%s: %s); the final evaluation starts again", progress, type(error).__name__, error)
+        return {}
+    if not same:
+        log.info("%s is from another checkpoint, seed or episode count; the final evaluation starts again", progress)
+        return {}
+    log.info("final evaluation: %s kept from %s", ", ".join(kept["results"]), progress)
+    return dict(kept["results"])
 
 
 def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence[str] = (), method: str = METHOD,
@@ -434,7 +471,7 @@ def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence
 
     start = time.perf_counter()
     evaluation = final_evaluation(spec.run_dir, config.policy.test, spec.seed + EVAL_SEED_OFFSET, eval_episodes,
-                                  compare_episodes)
+                                  compare_episodes, progress=os.path.join(spec.run_dir, EVALUATION_PROGRESS))
     evaluation_seconds = time.perf_counter() - start
     metrics = os.path.join(spec.run_dir, "metrics.jsonl")
     xs, ys = read_curve(metrics, config.policy.test)

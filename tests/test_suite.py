@@ -355,6 +355,8 @@ def test_a_suite_in_this_process_publishes_its_run_and_then_skips_it(tmp_path, m
     returns = result["evaluation"]["cem"]["returns"]
     assert list(result["evaluation"]) == ["cem"] and len(returns) == 2
     assert result["headline"]["mean"] == pytest.approx(sum(returns) / 2)
+    progress = json.loads((out / "runs" / "gym_Pendulum-v1" / "seed0" / suite.EVALUATION_PROGRESS).read_text())
+    assert progress["results"]["cem"]["returns"] == returns  # kept in the run directory, policy by policy
 
     before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
     summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
@@ -516,3 +518,43 @@ def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
     results = suite.final_evaluation(str(run), "random", seed=5, episodes=3, compare_episodes=0)
     assert list(results) == ["random"]
     assert results["random"]["returns"] == evaluate(str(run), 3, "random", seed=5)["returns"]
+
+
+@pytest.mark.slow
+def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finished(tmp_path, monkeypatch):
+    """The final evaluation keeps each finished policy in its progress file; stopped during its third policy and
+    called again, it evaluates only the last two, with the random numbers where they were: every policy's returns
+    equal those of an evaluation never stopped. Another seed or checkpoint does not take from the file."""
+    import planet_sac.acting.actor as actor_module
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    never_stopped = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2)
+    assert list(never_stopped) == ["sac", "random", "cem", "sac_guided_cem"]
+
+    played = []
+    original = actor_module.Actor.run
+
+    def run_or_stop(self, count, *args, **kwargs):
+        played.append(count)
+        if len(played) == 3:
+            raise KeyboardInterrupt  # stopped during the third policy (cem)
+        return original(self, count, *args, **kwargs)
+
+    monkeypatch.setattr(actor_module.Actor, "run", run_or_stop)
+    progress = str(tmp_path / "progress.json")
+    with pytest.raises(KeyboardInterrupt):
+        suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2, progress=progress)
+    assert list(json.loads(open(progress).read())["results"]) == ["sac", "random"]
+    resumed = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2, progress=progress)
+    assert len(played) == 3 + 2  # cem (again: it had not finished) and sac_guided_cem
+    assert {policy: result["returns"] for policy, result in resumed.items()} == \
+        {policy: result["returns"] for policy, result in never_stopped.items()}
+    suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=2, progress=progress)
+    assert len(played) == 5 + 4  # all four again
+    saved = json.loads(open(progress).read())
+    assert saved["seed"] == 6
+    saved["step"] -= 1  # as if from an older checkpoint of the run
+    open(progress, "w").write(json.dumps(saved))
+    suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=2, progress=progress)
+    assert len(played) == 9 + 4

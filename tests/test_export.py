@@ -154,6 +154,8 @@ def test_an_exported_sac_head_acts_as_the_in_process_head(tmp_path, capsys):
     metadata = policy.get_metadata()
     assert int(policy.get_train_step().numpy()) == 10 and int(metadata["checkpoint_step"].numpy()) == 10
     assert metadata["task"].numpy() == b"gym:Pendulum-v1" and metadata["policy"].numpy() == b"sac"
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the observation and the state hold different batch sizes"):
+        policy.action(tf.zeros([3, 3]), policy.get_initial_state(2))  # was "Incompatible shapes" deep in the policy
 
 
 def check_state_sac(report: dict, served: dict, episode: dict, run, docs_loop_output: str) -> None:

@@ -355,83 +355,29 @@ def check_same_config(spec: RunSpec, config: Config, env_steps: int, method: str
 
 
 EVALUATION_PROGRESS = "final_evaluation.json"
-"""In a run directory: the final evaluation's policies finished so far (`final_evaluation`'s `progress`)."""
+"""In a run directory: the final evaluation's policies finished so far (`evaluate_policies`' `progress`)."""
 
 
 def final_evaluation(logdir: str, headline: str, seed: int, episodes: int, compare_episodes: int,
                      progress: str | None = None) -> dict[str, dict]:
     """{policy: returns and seconds}: the headline policy on `episodes` episodes, every other policy on `compare_episodes`.
 
-    One agent restored from the run's latest checkpoint acts with each policy in turn (switching the
-    policy does not retrace it), each in a new environment whose episode k is seeded with `seed + k`,
-    so every policy meets the same episode starts (as `planet-sac evaluate` with one `--seed`).
-
-    :param progress: a JSON file rewritten after each policy with the results so far and the policy's random-number
-        state. An evaluation stopped midway and called again with the same file, checkpoint, seed and counts keeps the
-        policies it had finished and goes on from there with the same random numbers: its results are those of an
-        evaluation never stopped. A file from another checkpoint, seed or counts is not read (and then replaced).
+    `planet-sac evaluate`'s evaluation (`acting.evaluation.evaluate_policies`): one agent restored from the run's
+    latest checkpoint acts with each policy in turn, each from the same start (its episode k seeded with `seed + k`,
+    its random generator rewound), so `planet-sac evaluate --seed SEED --episodes N --policy P` gives any policy's
+    result again. `progress`: where the policies finished so far are kept, so that a stopped evaluation goes on
+    where it stopped with the same results.
     """
-    import numpy as np
+    from planet_sac.acting.evaluation import evaluate_policies
 
-    from planet_sac.acting.actor import TEST, Actor
-    from planet_sac.acting.evaluation import SeededResets
-    from planet_sac.agent import load_agent
-    from planet_sac.envs import make_env
-
-    config, agent, env, step = load_agent(logdir, (), seed)
-    env = SeededResets(env, seed)
-    plan = [(headline, episodes)] + [(name, compare_episodes) for name in POLICIES if name != headline]
-    plan = [(policy, count) for policy, count in plan if count >= 1]
-    identity = {"step": step, "seed": seed, "plan": [list(entry) for entry in plan]}
-    results = _kept_evaluation(progress, identity, agent.policy.rng)
-    try:
-        for policy, count in plan:
-            if policy in results:
-                continue
-            if env is None:
-                env = SeededResets(make_env(config.env, seed=seed), seed)
-            agent.policy.set_policies(test=policy)
-            start = time.perf_counter()
-            actor = Actor(env, agent.policy, TEST)
-            try:
-                returns = [summary["return"] for summary in actor.run(count)]
-            finally:
-                actor.close()  # closes the environment: the next policy starts from the same seed
-                env = None
-            results[policy] = {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
-                               "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns,
-                               "episodes": count, "seconds": time.perf_counter() - start, "step": step}
-            log.info("%s: %s %.1f +- %.1f over %d episodes (%.0f s)", logdir, policy, results[policy]["mean"],
-                     results[policy]["std"], count, results[policy]["seconds"])
-            if progress:
-                with atomic_open(progress) as file:
-                    json.dump({**identity, "results": results,
-                               "policy_rng": agent.policy.rng.state.numpy().tolist()}, file, indent=1)
-    finally:
-        if env is not None:
-            env.close()
-    return {policy: results[policy] for policy, _ in plan}
-
-
-def _kept_evaluation(progress: str | None, identity: Mapping, rng) -> dict[str, dict]:
-    """The results kept in `progress` by an evaluation with the same `identity` (checkpoint step, seed, plan), with
-    the policy's random-number state `rng` (a tf.random.Generator) put where that evaluation had left it; else {}."""
-    if not progress or not os.path.exists(progress):
-        return {}
-    try:
-        with open(progress) as file:
-            kept = json.load(file)
-        same = all(kept.get(key) == value for key, value in identity.items())
-        if same:
-            rng.state.assign(kept["policy_rng"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        log.warning("%s: not read (%s: %s); the final evaluation starts again", progress, type(error).__name__, error)
-        return {}
-    if not same:
-        log.info("%s is from another checkpoint, seed or episode count; the final evaluation starts again", progress)
-        return {}
-    log.info("final evaluation: %s kept from %s", ", ".join(kept["results"]), progress)
-    return dict(kept["results"])
+    counts = {headline: episodes} if episodes >= 1 else {}
+    counts.update({name: compare_episodes for name in POLICIES if name != headline and compare_episodes >= 1})
+    results = {}
+    for policy, result in evaluate_policies(logdir, counts, list(counts), seed=seed, progress=progress):
+        results[policy] = result
+        log.info("%s: %s %.1f +- %.1f over %d episodes (%.0f s)", logdir, policy, result["mean"], result["std"],
+                 result["episodes"], result["seconds"])
+    return results
 
 
 def run_one(spec: RunSpec, config_path: str, env_steps: int, overrides: Sequence[str] = (), method: str = METHOD,

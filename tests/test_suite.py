@@ -523,22 +523,25 @@ def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
 @pytest.mark.slow
 def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finished(tmp_path, monkeypatch):
     """The final evaluation keeps each finished policy in its progress file; stopped during its third policy and
-    called again, it evaluates only the last two, with the random numbers where they were: every policy's returns
-    equal those of an evaluation never stopped. Another seed or checkpoint does not take from the file."""
+    called again, it evaluates only the last two, and every policy's returns equal those of an evaluation never
+    stopped, and those `planet-sac evaluate` gives for that policy alone. Another seed or checkpoint does not take
+    from the file."""
     import planet_sac.acting.actor as actor_module
+    from planet_sac.acting.evaluation import evaluate
 
     run = tmp_path / "run"
     shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
     never_stopped = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2)
     assert list(never_stopped) == ["sac", "random", "cem", "sac_guided_cem"]
+    assert never_stopped["cem"]["returns"] == evaluate(str(run), 2, "cem", seed=5)["returns"]
 
     played = []
     original = actor_module.Actor.run
 
     def run_or_stop(self, count, *args, **kwargs):
         played.append(count)
-        if len(played) == 3:
-            raise KeyboardInterrupt  # stopped during the third policy (cem)
+        if len(played) == 5:  # two episodes of sac, two of random, then the first of cem
+            raise KeyboardInterrupt
         return original(self, count, *args, **kwargs)
 
     monkeypatch.setattr(actor_module.Actor, "run", run_or_stop)
@@ -547,14 +550,20 @@ def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finishe
         suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2, progress=progress)
     assert list(json.loads(open(progress).read())["results"]) == ["sac", "random"]
     resumed = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2, progress=progress)
-    assert len(played) == 3 + 2  # cem (again: it had not finished) and sac_guided_cem
+    assert len(played) == 5 + 4  # cem (again: it had not finished) and sac_guided_cem, two episodes each
     assert {policy: result["returns"] for policy, result in resumed.items()} == \
         {policy: result["returns"] for policy, result in never_stopped.items()}
     suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=2, progress=progress)
-    assert len(played) == 5 + 4  # all four again
+    assert len(played) == 9 + 8  # all four again
     saved = json.loads(open(progress).read())
     assert saved["seed"] == 6
-    saved["step"] -= 1  # as if from an older checkpoint of the run
+    saved["checkpoint_step"] -= 1  # as if from an older checkpoint of the run
     open(progress, "w").write(json.dumps(saved))
     suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=2, progress=progress)
-    assert len(played) == 9 + 4
+    assert len(played) == 17 + 8
+    suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=1, progress=progress)
+    assert len(played) == 25 + 3  # the head's 2 episodes kept; the others asked for 1 episode each
+    from planet_sac.acting.evaluation import evaluate_policies
+
+    dict(evaluate_policies(str(run), 1, ["random"], seed=6, overrides=["env.time_limit=10"], progress=progress))
+    assert len(played) == 28 + 1  # another environment: not taken from the file

@@ -4,24 +4,30 @@
 compiled policy (`Policy.set_policies`, no retrace, no second restore). Each policy starts from
 the same state a fresh build would have: the environment's first reset is seeded with `seed`
 and the policy's random generator is rewound to its state after the build, so a policy's result
-does not depend on the policies evaluated before it.
+does not depend on the policies evaluated before it, and an evaluation stopped midway can keep the
+policies it finished (`progress`) and evaluate only the others, with the results of one never stopped.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import posixpath
-from typing import Any, Generator, Iterable, Sequence
+import time
+from typing import Any, Generator, Iterable, Mapping, Sequence
 
 import gymnasium
 import numpy as np
 
 from planet_sac.acting.actor import TEST, Actor, RecordFrames
 from planet_sac.agent import load_agent
-from planet_sac.atomic_file import atomic_path
+from planet_sac.atomic_file import atomic_open, atomic_path
 from planet_sac.checkpoints import find_run_config, resolve
 from planet_sac.config import ConfigError
 from planet_sac.errors import check_output_file
+
+log = logging.getLogger("planet_sac")
 
 
 def check_run(logdir: str, video: str | None = None) -> None:
@@ -55,39 +61,78 @@ class SeededResets(gymnasium.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
-def evaluate_policies(logdir: str, episodes: int, policies: Sequence[str], seed: int = 12345, video: str | None = None,
-                      overrides: Sequence[str] = ()) -> Generator[tuple[str, dict], None, None]:
-    """Yields (policy, result) for each policy in turn: `episodes` test-phase episodes' mean/std/min/max return.
+def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: Sequence[str], seed: int = 12345,
+                      video: str | None = None, overrides: Sequence[str] = (),
+                      progress: str | None = None) -> Generator[tuple[str, dict], None, None]:
+    """Yields (policy, result) for each policy in turn: its test-phase episodes' mean/std/min/max return.
 
-    The environment and agent are built and restored once. `video` records the first episode
-    of the first policy. Every result also holds the checkpoint's `step`.
+    :param episodes: the episodes of every policy, or of each policy by name.
+    :param video: a file that records the first episode of the first policy (when it is evaluated in this call).
+    :param progress: a JSON file rewritten after each policy with the results so far. Called again with the same
+        file, checkpoint, seed and overrides, the evaluation yields the results kept there for the same number of
+        episodes without running them again; a file of another evaluation is replaced.
+    :return: results holding the returns, the checkpoint's `step`, the `episodes` and the `seconds` they took.
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ConfigError(f"episodes={episodes!r}: evaluate at least 1 episode")
+    counts: dict[str, int] = {}
+    for policy in policies:
+        count = episodes if isinstance(episodes, int) else episodes.get(policy)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"episodes={count!r} for {policy}: evaluate at least 1 episode")
+        counts[policy] = count
     logdir = os.fspath(logdir)
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
+    identity = {"logdir": logdir, "checkpoint_step": step, "seed": seed, "overrides": list(overrides)}
+    kept = {policy: result for policy, result in _kept_results(progress, identity).items()
+            if policy in counts and result.get("episodes") == counts[policy]}
     env = SeededResets(env, seed)
     fresh_rng = agent.policy.rng.state.numpy()
     recorder = RecordFrames(env) if video else None
     try:
         for index, policy in enumerate(policies):
+            if policy in kept:
+                yield policy, kept[policy]
+                continue
+            start = time.perf_counter()
             env.reseed(seed)
             agent.policy.rng.state.assign(fresh_rng)
             agent.policy.set_policies(test=policy)
             record = recorder is not None and index == 0
             actor = Actor(recorder if record and recorder is not None else env, agent.policy, TEST)
             returns = []
-            for episode in range(episodes):
+            for episode in range(counts[policy]):
                 (summary,) = actor.run(1)
                 returns.append(summary["return"])
                 if record and episode == 0:
                     assert recorder is not None and video is not None  # record: recording the video
                     write_video(video, recorder.frames)
-            yield policy, {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
-                           "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns, "step": step}
+            kept[policy] = {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
+                            "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns,
+                            "step": step, "episodes": counts[policy], "seconds": time.perf_counter() - start}
+            if progress:
+                with atomic_open(progress) as file:
+                    json.dump({**identity, "results": kept}, file, indent=1)
+            yield policy, kept[policy]
     finally:
         env.close()
+
+
+def _kept_results(progress: str | None, identity: Mapping) -> dict[str, dict]:
+    """The results in `progress` of an evaluation with the same `identity`, by policy; {} if none (logged)."""
+    if not progress or not os.path.exists(progress):
+        return {}
+    try:
+        with open(progress) as file:
+            saved = json.load(file)
+        if any(saved.get(key) != value for key, value in identity.items()):
+            log.info("%s holds another evaluation (checkpoint, seed or overrides); evaluating again", progress)
+            return {}
+        results = dict(saved["results"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        log.warning("%s: not read (%s: %s); evaluating again", progress, type(error).__name__, error)
+        return {}
+    log.info("%s: %s kept from an earlier evaluation", progress, ", ".join(results))
+    return results
 
 
 def evaluate(logdir: str, episodes: int, policy: str, seed: int = 12345, video: str | None = None,

@@ -567,3 +567,7 @@ def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finishe
 
     dict(evaluate_policies(str(run), 1, ["random"], seed=6, overrides=["env.time_limit=10"], progress=progress))
     assert len(played) == 28 + 1  # another environment: not taken from the file
+    for damaged in ('{"logdir": ', '["a list"]', json.dumps({**json.loads(open(progress).read()), "results": 5})):
+        open(progress, "w").write(damaged)  # a progress file cut short, or not written by an evaluation: evaluated anew
+        dict(evaluate_policies(str(run), 1, ["random"], seed=6, overrides=["env.time_limit=10"], progress=progress))
+    assert len(played) == 29 + 3

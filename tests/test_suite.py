@@ -524,50 +524,56 @@ def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
 def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finished(tmp_path, monkeypatch):
     """The final evaluation keeps each finished policy in its progress file; stopped during its third policy and
     called again, it evaluates only the last two, and every policy's returns equal those of an evaluation never
-    stopped, and those `planet-sac evaluate` gives for that policy alone. Another seed or checkpoint does not take
-    from the file."""
+    stopped, and those `planet-sac evaluate` gives for that policy alone."""
     import planet_sac.acting.actor as actor_module
     from planet_sac.acting.evaluation import evaluate
 
     run = tmp_path / "run"
     shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
-    never_stopped = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2)
+    never_stopped = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=1)
     assert list(never_stopped) == ["sac", "random", "cem", "sac_guided_cem"]
-    assert never_stopped["cem"]["returns"] == evaluate(str(run), 2, "cem", seed=5)["returns"]
+    assert never_stopped["cem"]["returns"] == evaluate(str(run), 1, "cem", seed=5)["returns"]
 
     played = []
     original = actor_module.Actor.run
 
     def run_or_stop(self, count, *args, **kwargs):
         played.append(count)
-        if len(played) == 5:  # two episodes of sac, two of random, then the first of cem
+        if len(played) == 4:  # two episodes of sac, one of random, then cem's
             raise KeyboardInterrupt
         return original(self, count, *args, **kwargs)
 
     monkeypatch.setattr(actor_module.Actor, "run", run_or_stop)
     progress = str(tmp_path / "progress.json")
     with pytest.raises(KeyboardInterrupt):
-        suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2, progress=progress)
-    assert list(json.loads(open(progress).read())["results"]) == ["sac", "random"]
-    resumed = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=2, progress=progress)
-    assert len(played) == 5 + 4  # cem (again: it had not finished) and sac_guided_cem, two episodes each
+        suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=1, progress=progress)
+    saved = json.loads(open(progress).read())
+    assert list(saved["results"]) == ["sac", "random"]
+    assert (saved["logdir"], saved["checkpoint_step"], saved["seed"], saved["overrides"]) == (str(run), 10, 5, [])
+    resumed = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=1, progress=progress)
+    assert len(played) == 4 + 2  # cem (again: it had not finished) and sac_guided_cem
     assert {policy: result["returns"] for policy, result in resumed.items()} == \
         {policy: result["returns"] for policy, result in never_stopped.items()}
-    suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=2, progress=progress)
-    assert len(played) == 9 + 8  # all four again
-    saved = json.loads(open(progress).read())
-    assert saved["seed"] == 6
-    saved["checkpoint_step"] -= 1  # as if from an older checkpoint of the run
-    open(progress, "w").write(json.dumps(saved))
-    suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=2, progress=progress)
-    assert len(played) == 17 + 8
-    suite.final_evaluation(str(run), "sac", seed=6, episodes=2, compare_episodes=1, progress=progress)
-    assert len(played) == 25 + 3  # the head's 2 episodes kept; the others asked for 1 episode each
-    from planet_sac.acting.evaluation import evaluate_policies
 
-    dict(evaluate_policies(str(run), 1, ["random"], seed=6, overrides=["env.time_limit=10"], progress=progress))
-    assert len(played) == 28 + 1  # another environment: not taken from the file
-    for damaged in ('{"logdir": ', '["a list"]', json.dumps({**json.loads(open(progress).read()), "results": 5})):
-        open(progress, "w").write(damaged)  # a progress file cut short, or not written by an evaluation: evaluated anew
-        dict(evaluate_policies(str(run), 1, ["random"], seed=6, overrides=["env.time_limit=10"], progress=progress))
-    assert len(played) == 29 + 3
+
+def test_a_progress_file_gives_only_the_results_of_the_same_evaluation(tmp_path, caplog):
+    """`kept_results`: the same logdir, checkpoint, seed and overrides, and per policy the same episodes; a file
+    cut short or not of this form is evaluated anew with a warning."""
+    from planet_sac.acting.evaluation import kept_results
+
+    identity = {"logdir": "run", "checkpoint_step": 10, "seed": 5, "overrides": ["env.time_limit=10"]}
+    results = {"sac": {"episodes": 2, "returns": [1.0, 2.0]}, "cem": {"episodes": 1, "returns": [3.0]}}
+    progress = tmp_path / "progress.json"
+    progress.write_text(json.dumps({**identity, "results": results}))
+    assert kept_results(str(progress), identity, {"sac": 2, "cem": 1, "random": 1}) == results
+    assert kept_results(str(progress), identity, {"sac": 2, "cem": 5}) == {"sac": results["sac"]}  # cem: 1 of 5
+    assert kept_results(str(progress), identity, {"cem": 1}) == {"cem": results["cem"]}
+    for key, other in (("logdir", "run2"), ("checkpoint_step", 9), ("seed", 6), ("overrides", [])):
+        assert kept_results(str(progress), {**identity, key: other}, {"sac": 2, "cem": 1}) == {}, key
+    assert kept_results(str(tmp_path / "none.json"), identity, {"sac": 2}) == {}
+    assert kept_results(None, identity, {"sac": 2}) == {}
+    for damaged in ('{"logdir": ', '["a list"]', json.dumps({**identity, "results": 5})):
+        progress.write_text(damaged)
+        caplog.clear()
+        assert kept_results(str(progress), identity, {"sac": 2}) == {}
+        assert "not read" in caplog.text and "evaluating again" in caplog.text

@@ -77,14 +77,14 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
     for policy in policies:
         count = episodes if isinstance(episodes, int) else episodes.get(policy)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ConfigError(f"episodes={count!r} for {policy}: evaluate at least 1 episode")
+            where = "" if isinstance(episodes, int) else f" for {policy}"
+            raise ConfigError(f"episodes={count!r}{where}: evaluate at least 1 episode")
         counts[policy] = count
     logdir = os.fspath(logdir)
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
     identity = {"logdir": logdir, "checkpoint_step": step, "seed": seed, "overrides": list(overrides)}
-    kept = {policy: result for policy, result in _kept_results(progress, identity).items()
-            if policy in counts and result.get("episodes") == counts[policy]}
+    kept = kept_results(progress, identity, counts)
     env = SeededResets(env, seed)
     fresh_rng = agent.policy.rng.state.numpy()
     recorder = RecordFrames(env) if video else None
@@ -117,8 +117,10 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
         env.close()
 
 
-def _kept_results(progress: str | None, identity: Mapping) -> dict[str, dict]:
-    """The results in `progress` of an evaluation with the same `identity`, by policy; {} if none (logged)."""
+def kept_results(progress: str | None, identity: Mapping, counts: Mapping[str, int]) -> dict[str, dict]:
+    """The results in the `progress` file of `evaluate_policies` that an evaluation of the same `identity` (logdir,
+    checkpoint step, seed, overrides) keeps: those of the policies in `counts` with as many episodes. {} if none; a
+    file that cannot be read is logged and evaluated anew."""
     if not progress or not os.path.exists(progress):
         return {}
     try:
@@ -127,11 +129,13 @@ def _kept_results(progress: str | None, identity: Mapping) -> dict[str, dict]:
         if any(saved.get(key) != value for key, value in identity.items()):
             log.info("%s holds another evaluation (checkpoint, seed or overrides); evaluating again", progress)
             return {}
-        results = dict(saved["results"])
+        results = {policy: dict(result) for policy, result in dict(saved["results"]).items()
+                   if policy in counts and result.get("episodes") == counts[policy]}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         log.warning("%s: not read (%s: %s); evaluating again", progress, type(error).__name__, error)
         return {}
-    log.info("%s: %s kept from an earlier evaluation", progress, ", ".join(results))
+    if results:
+        log.info("%s: %s kept from an earlier evaluation", progress, ", ".join(results))
     return results
 
 

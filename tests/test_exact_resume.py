@@ -102,11 +102,11 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
 @pytest.mark.slow
 def test_a_failed_collection_is_checkpointed_owed_and_the_resume_equals_the_never_stopped_run(tmp_path, monkeypatch,
                                                                                                 caplog):
-    """A collection that fails after its update (here: the actor raises once its episodes are saved, as a full disk
+    """A collection that fails after its update (here: the actor raises once its episode is saved, as a full disk
     would) checkpoints the run at that update with the collection owed, the policy's noise and the episode files as
-    they were before it; the resumed run redoes it and ends as the never-stopped one. Failures at step 5 (between
-    checkpoints: updates 1-5 are kept) and 10 (a checkpoint step, followed by a test phase); the SAC head catches
-    up before each collection, which the resume does not repeat."""
+    they were before it; the resumed run redoes it and ends as the never-stopped one. The failure comes at step 5,
+    between checkpoints (updates 1-5 are kept); the SAC head catches up before each collection, which the resume does
+    not repeat; the resumed run goes on through a checkpoint and a test phase at step 10."""
     import planet_sac.training.collection as collection
     from planet_sac.acting.actor import Actor, RandomPolicy
 
@@ -114,23 +114,20 @@ def test_a_failed_collection_is_checkpointed_owed_and_the_resume_equals_the_neve
     caplog.set_level("INFO", logger="planet_sac")
     train_in_process(tmp_path / "never", 10, settings)
     failing = tmp_path / "failing"
-    for fail_at_call, step in ((1, 5), (2, 10)):  # the 1st collection of the first process, the 2nd of the resumed
-        calls = []
 
-        class FullDisk(Actor):
-            def run(self, *args, **kwargs):
-                episodes = super().run(*args, **kwargs)
-                calls.append(None) if not isinstance(self.policy, RandomPolicy) else None
-                if len(calls) == fail_at_call:
-                    raise OSError(28, "No space left on device")
-                return episodes
+    class FullDisk(Actor):
+        def run(self, *args, **kwargs):
+            episodes = super().run(*args, **kwargs)
+            if not isinstance(self.policy, RandomPolicy):  # the first training collection, after update 5
+                raise OSError(28, "No space left on device")
+            return episodes
 
-        with monkeypatch.context() as patch:
-            patch.setattr(collection, "Actor", FullDisk)
-            with pytest.raises(OSError, match="No space left on device"):
-                train_in_process(failing, 10, settings)
-        assert _checkpoint_step(failing) == step  # no update lost
-        assert f"step {step}: the collection failed; checkpointed" in caplog.text
+    with monkeypatch.context() as patch:
+        patch.setattr(collection, "Actor", FullDisk)
+        with pytest.raises(OSError, match="No space left on device"):
+            train_in_process(failing, 10, settings)
+    assert _checkpoint_step(failing) == 5  # no update lost: the last scheduled checkpoint was at 0
+    assert "step 5: the collection failed; checkpointed" in caplog.text
     train_in_process(failing, 10, settings)
     assert "redoing the collection that failed" in caplog.text
     assert_same_run(tmp_path / "never", failing)

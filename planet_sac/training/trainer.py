@@ -10,13 +10,14 @@ right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule
 
     collect_seed_episodes()
     batches = iter(replay of train_episodes/)
+    if the checkpoint owes a collection: collect, log, ... as after its update  # it failed there before
     while not stopped:                                    # SIGINT/SIGTERM: finish the step, then checkpoint
         if phase() == TEST:                               # schedule.test_phases_due(step) > test phases run
             test_phases.run(catch_up_head(batches))       # held-out loss, test episodes, compare, checkpoint
             continue
         if when.done(step): break
         step = update(next(batches))                      # world model + SAC head
-        if when.collect(step): collect(collecting_policy(policy, when.collection(step)))
+        if when.collect(step): collect(collecting_policy(policy, when.collection(step)))  # failing: checkpoint, owed
         if when.log(step, collected): log(update, collection, replay stats)
         if when.video(step): log_open_loop(next(batches))
         if when.checkpoint(step) and the update was finite: save_checkpoint()

@@ -26,7 +26,7 @@ from planet_sac.config import Config
 from planet_sac.config_loading import apply_overrides, diff
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
-from planet_sac.envs import make_env
+from planet_sac.envs import restarting_env
 from planet_sac.models.world_model import WorldModel
 
 ACTING_VARIABLES = ("world_model/", "sac/")
@@ -73,13 +73,14 @@ def load_agent(checkpoint: str | os.PathLike, overrides: Sequence[str] = (), see
     """Builds a run's agent and environment and restores the agent from the run's latest checkpoint.
 
     Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's
-    config, `include` selects what is restored (see `Agent.restore`).
+    config, `include` selects what is restored (see `Agent.restore`). The environment is replaced when it fails
+    (`envs.restarting_env`): the actor then plays the lost episode again.
     """
     checkpoint = os.fspath(checkpoint)
     run_config = find_run_config(checkpoint)
     config = apply_overrides(run_config, list(overrides))
     resolve(checkpoint)  # fails with a clear message before an environment is started
-    env = make_env(config.env, seed=seed)
+    env = restarting_env(config.env, seed)
     obs_space = cast(spaces.Box, cast(spaces.Dict, env.observation_space)[config.env.obs])  # make_env: Dict of Boxes
     agent = Agent.build(config, config.env.obs, obs_space.shape, cast(spaces.Box, env.action_space).shape[0])
     try:

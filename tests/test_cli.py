@@ -317,8 +317,8 @@ def test_offline_training_closes_the_environment_it_read_the_shapes_from(tmp_pat
         made.append(env)
         return env
 
-    real_make_env = collection_module.make_env
-    monkeypatch.setattr(collection_module, "make_env", spying_make_env)
+    real_make_env = collection_module.restarting_env  # the offline run reads the shapes from the test environment
+    monkeypatch.setattr(collection_module, "restarting_env", spying_make_env)
     trainer = Trainer(smoke_config, str(tmp_path / "run"), offline_data=str(DATA / "pendulum_state"), progress=False)
     try:
         assert len(made) == 1 and closed == made and trainer.envs.made() == []

@@ -14,33 +14,26 @@ The time limit counts agent steps, i.e. steps after action repeat, and ends epis
 ``truncated=True``; ``terminated`` is only ever set by the task itself.
 
 One concern per module: ``tasks`` (task names, episode lengths), ``base`` (``SimEnv``), ``gym``, ``dmc``,
-``process`` (an environment in a child process), ``wrappers``, ``make`` (``make_env``), ``batch``
-(``make_envs``, ``ParallelEnvs``, seeds). Environments that simulate with MuJoCo run in a child process
+``process`` (an environment in a child process), ``wrappers``, ``make`` (``make_env``), ``restarts``
+(failing environments replaced, capped), ``batch`` (``make_envs``, ``ParallelEnvs``, seeds).
+Environments that simulate with MuJoCo run in a child process
 (``EnvProcess``): headless MuJoCo rendering and TensorFlow crash in one process. This package and
 ``planet_sac/__init__.py`` must therefore never import TensorFlow.
 """
 
 from planet_sac.envs.base import SimEnv, resize_image
-from planet_sac.envs.batch import (
-    EnvBatch,
-    EnvFailedError,
-    LocalEnvs,
-    ParallelEnvs,
-    StepResult,
-    environment_seed,
-    episode_seed,
-    make_envs,
-)
+from planet_sac.envs.batch import EnvBatch, LocalEnvs, ParallelEnvs, StepResult, environment_seed, episode_seed, make_envs, restarting_env
 from planet_sac.envs.dmc import CAMERAS, DMCEnv
 from planet_sac.envs.gym import GymEnv
 from planet_sac.envs.make import make_env
 from planet_sac.envs.process import EnvCrashed, EnvProcess, serve_env
+from planet_sac.envs.restarts import EnvFailedError, EnvRestarted, RestartOnFailure
 from planet_sac.envs.tasks import DMC_DEFAULT_STEPS, OBS_KEYS, episode_limit, import_gym_module, module_paths, uses_mujoco
 from planet_sac.envs.wrappers import EnvWrapper, NormalizeActions, TimeLimit
 
 __all__ = [
     "CAMERAS", "DMC_DEFAULT_STEPS", "OBS_KEYS", "DMCEnv", "EnvBatch", "EnvCrashed", "EnvFailedError", "EnvProcess",
-    "EnvWrapper", "GymEnv", "LocalEnvs", "NormalizeActions", "ParallelEnvs", "SimEnv", "StepResult", "TimeLimit",
-    "environment_seed", "episode_limit", "episode_seed", "import_gym_module", "make_env", "make_envs", "module_paths",
-    "resize_image", "serve_env", "uses_mujoco",
+    "EnvRestarted", "EnvWrapper", "GymEnv", "LocalEnvs", "NormalizeActions", "ParallelEnvs", "RestartOnFailure", "SimEnv",
+    "StepResult", "TimeLimit", "environment_seed", "episode_limit", "episode_seed", "import_gym_module", "make_env",
+    "make_envs", "module_paths", "resize_image", "restarting_env", "serve_env", "uses_mujoco",
 ]

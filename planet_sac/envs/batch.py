@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
-from typing import Callable, Mapping, Protocol, cast
+from typing import Mapping, Protocol, cast
 
 import gymnasium
 import numpy as np
@@ -20,7 +19,8 @@ from gymnasium import spaces
 from planet_sac.config import ConfigError, EnvConfig
 from planet_sac.envs.make import make_env, make_env_here
 from planet_sac.envs.process import EnvCrashed, EnvProcess
-from planet_sac.envs.tasks import import_gym_module, module_paths, one_line, uses_mujoco
+from planet_sac.envs.restarts import EnvFailedError, EnvRestarted, RestartOnFailure, Restarts, failure_detail
+from planet_sac.envs.tasks import import_gym_module, module_paths, uses_mujoco
 from planet_sac.errors import SetupError
 
 log = logging.getLogger("planet_sac")
@@ -54,86 +54,31 @@ class EnvBatch(Protocol):
 class LocalEnvs:
     """A batch of one environment stepped in this process.
 
-    Given `remake` (as `make_envs` gives it), an environment that raises in `reset` or `step` is closed and replaced
-    by `remake(restarts)`, capped as `ParallelEnvs` caps its restarts (`Restarts`): its step result says `crashed`, and
-    past the cap the run ends with `EnvFailedError`, one line naming the environment's last error. Without `remake`
-    (an environment object handed to the actor), its errors are its own and propagate as they are.
-    `ConfigError` and `SetupError` are never retried.
+    An environment that replaces itself when it fails (`RestartOnFailure`, as `make_envs` builds it) raises
+    `EnvRestarted` from `step`: the step result says `crashed`, as `ParallelEnvs` reports a replaced child. Other
+    errors are the environment's own and propagate as they are.
     """
 
     num_envs = 1
 
-    def __init__(self, env: gymnasium.Env, remake: Callable[[int], gymnasium.Env] | None = None,
-                 max_restarts: int = 3, restart_window: float = 300.0) -> None:
-        """:param remake: a fresh environment after `restarts` restarts (1, 2, ...): its seed must differ from the
-            first one's, as `environment_seed(seed, 0, restarts)` does."""
+    def __init__(self, env: gymnasium.Env) -> None:
         self.env = env
-        self.remake = remake
-        self._restarts = Restarts(1, max_restarts, restart_window)
         # the EnvBatch spaces: those of make_env's environments (a Dict observation, Box actions)
         self.observation_space = cast(spaces.Dict, env.observation_space)
         self.action_space = cast(spaces.Box, env.action_space)
 
-    @property
-    def restarts(self) -> list[int]:
-        """How often the environment was replaced (one count, as `ParallelEnvs.restarts` has one per environment)."""
-        return self._restarts.counts
-
     def reset(self, index: int, seed: int | None = None) -> dict[str, np.ndarray]:
-        while True:
-            try:
-                return self.env.reset(seed=seed)[0]
-            except Exception as error:
-                self._replace(error)
+        return self.env.reset(seed=seed)[0]
 
     def step(self, actions: Mapping[int, np.ndarray]) -> dict[int, StepResult]:
         try:
             obs, reward, terminated, truncated, _ = self.env.step(actions[0])
-        except Exception as error:
-            self._replace(error)
+        except EnvRestarted:
             return {0: StepResult(None, 0.0, False, False, crashed=True)}
         return {0: StepResult(obs, float(reward), bool(terminated), bool(truncated))}
 
-    def _replace(self, error: Exception) -> None:
-        """Closes the failed environment and makes the next one; raises `EnvFailedError` past the cap, and `error`
-        itself where it is not to be retried (`ConfigError`, `SetupError`) or there is no `remake`."""
-        if self.remake is None or isinstance(error, (ConfigError, SetupError)):
-            raise error
-        self._restarts.count_failure(0, f"raised {one_line(error)}")
-        try:
-            self.env.close()
-        except Exception as close_error:  # a broken environment may fail to close too; it is dropped either way
-            log.debug("closing the failed environment raised %s", one_line(close_error))
-        self.env = self.remake(self._restarts.counts[0])
-
     def close(self) -> None:
         self.env.close()
-
-
-class EnvFailedError(SetupError):
-    """An environment failed (its process died, or it raised) more often than its batch restarts it."""
-
-
-class Restarts:
-    """The restart count and recent failures of each environment of a batch, capped as Dreamer's
-    `RestartOnException(maxfails=2, window=300)`: an environment that fails more than `max_restarts` times within
-    `restart_window` seconds is given up."""
-
-    def __init__(self, num_envs: int, max_restarts: int, restart_window: float) -> None:
-        self.max_restarts, self.restart_window = max_restarts, restart_window
-        self.counts = [0] * num_envs
-        self.failures: list[list[float]] = [[] for _ in range(num_envs)]
-
-    def count_failure(self, index: int, detail: str) -> None:
-        """Counts a failure of environment `index` (`detail`: what it did, for the messages) and its restart, with a
-        warning; raises `EnvFailedError` (one line, naming `detail`) past the cap instead."""
-        self.failures[index] = failures_in_window(self.failures[index], time.monotonic(), self.restart_window)
-        if len(self.failures[index]) > self.max_restarts:
-            raise EnvFailedError(
-                f"environment {index} failed {len(self.failures[index])} times within {self.restart_window:.0f} s, "
-                f"last: {detail}; not restarting it again (fix the environment, or see --verbose)")
-        self.counts[index] += 1
-        log.warning("environment %d %s; restarted it, its partial episode is dropped", index, detail)
 
 
 def episode_seed(seed: int, stream: int, index: int) -> int:
@@ -204,8 +149,7 @@ class ParallelEnvs:
 
     def _replace(self, index: int, error: Exception) -> None:
         """Restarts environment `index` after `error`; raises `EnvFailedError` past the cap."""
-        detail = (str(error).replace("environment process ", "") if isinstance(error, EnvCrashed)
-                  else f"raised {one_line(error)}")
+        detail = failure_detail(error)
         child_traceback = getattr(error, "child_traceback", None)
         if child_traceback:
             log.debug("environment %d: %s", index, child_traceback)
@@ -259,10 +203,11 @@ class ParallelEnvs:
             env.close()
 
 
-def failures_in_window(failures: list[float], now: float, window: float) -> list[float]:
-    """The times of an environment's failures within `window` seconds before `now`, one at `now` included: as
-    Dreamer's `RestartOnException`, an environment is given up once more than `max_restarts` of them are."""
-    return [moment for moment in failures if now - moment < window] + [now]
+def restarting_env(config: EnvConfig, seed: int) -> RestartOnFailure:
+    """`make_env(config, seed=seed)`, replaced when it fails (`RestartOnFailure`) by one seeded
+    `environment_seed(seed, 0, restarts)`, as `ParallelEnvs` replaces its first environment."""
+    return RestartOnFailure(make_env(config, seed=seed),
+                            remake=lambda restarts: make_env(config, seed=environment_seed(seed, 0, restarts)))
 
 
 def make_envs(config: EnvConfig, seed: int | None = None, num_envs: int | None = None) -> EnvBatch:
@@ -279,7 +224,5 @@ def make_envs(config: EnvConfig, seed: int | None = None, num_envs: int | None =
     if num_envs < 1:
         raise ConfigError(f"env.num_envs={num_envs}: must be >= 1")
     if num_envs == 1 and not uses_mujoco(config.task):
-        first_seed = seed
-        return LocalEnvs(make_env(config, seed=seed),
-                         remake=lambda restarts: make_env(config, seed=environment_seed(first_seed, 0, restarts)))
+        return LocalEnvs(restarting_env(config, seed))
     return ParallelEnvs(config, seed, num_envs)

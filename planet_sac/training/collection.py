@@ -21,7 +21,7 @@ from gymnasium import spaces
 from planet_sac.acting.actor import TRAIN, Actor, RandomPolicy
 from planet_sac.config import Config, EnvConfig
 from planet_sac.control.policy import Policy
-from planet_sac.envs import EnvBatch, make_env, make_envs
+from planet_sac.envs import EnvBatch, make_envs, restarting_env
 from planet_sac.episodes.folder import EpisodeFolder
 from planet_sac.training import distribute
 from planet_sac.training.logger import untracked
@@ -39,8 +39,9 @@ class RunEnvironments:
     """The run's environments for `env`, each made at its first use and kept until `close()`.
 
     `train_envs()` is the batch of `env.num_envs` training environments, seeded `worker_seed(env.seed)`;
-    `test_envs()` is one environment, or with `env.test_envs` > 1 a batch of that many (each in its own process),
-    seeded `worker_seed(env.seed + TEST_SEED_OFFSET)`, so test episodes never repeat training ones. Both return
+    `test_envs()` is one environment (replaced when it fails, `envs.restarting_env`), or with `env.test_envs` > 1 a
+    batch of that many (each in its own process), seeded `worker_seed(env.seed + TEST_SEED_OFFSET)`, so test
+    episodes never repeat training ones. Both return
     the same object on every call until `close()` closes them (idempotent).
     """
 
@@ -57,7 +58,7 @@ class RunEnvironments:
     def test_envs(self) -> gymnasium.Env | EnvBatch:
         if self._test is None:
             seed = distribute.worker_seed(self.env.seed + TEST_SEED_OFFSET, self.strategy)
-            self._test = (make_env(self.env, seed=seed) if self.env.test_envs == 1
+            self._test = (restarting_env(self.env, seed) if self.env.test_envs == 1
                           else make_envs(self.env, seed=seed, num_envs=self.env.test_envs))
         return self._test
 

@@ -244,7 +244,7 @@ def test_make_env_takes_an_env_config_as_gymnasium_make_takes_a_spec():
 
 
 def test_failures_older_than_the_window_are_forgotten():
-    from planet_sac.envs.batch import failures_in_window
+    from planet_sac.envs.restarts import failures_in_window
 
     assert failures_in_window([0.0, 100.0, 250.0], 320.0, 300.0) == [100.0, 250.0, 320.0]  # 320 - 0 is past 300
     assert failures_in_window([20.0], 320.0, 300.0) == [320.0]  # exactly the window's length ago: forgotten
@@ -255,7 +255,7 @@ def test_failures_older_than_the_window_are_forgotten():
 def test_an_environment_is_given_up_after_max_restarts_failures_within_the_window(monkeypatch):
     """max_restarts=2: the 1st and 2nd failures restart the environment, the 3rd within the window ends with one
     line; failures spread wider than the window never do."""
-    from planet_sac.envs.batch import EnvFailedError, Restarts
+    from planet_sac.envs.restarts import EnvFailedError, Restarts
 
     class Stub:  # a restarted environment, without a process of its own
         def close(self):
@@ -266,7 +266,7 @@ def test_an_environment_is_given_up_after_max_restarts_failures_within_the_windo
     envs._envs = [Stub()]
     monkeypatch.setattr(envs, "_start", lambda index: Stub())
     now = [0.0]
-    monkeypatch.setattr("planet_sac.envs.batch.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("planet_sac.envs.restarts.time.monotonic", lambda: now[0])
     for now[0] in (0.0, 10.0):
         envs._replace(0, RuntimeError("down"))
     assert envs.restarts == [2]
@@ -321,10 +321,13 @@ class RaisesAtStep(gymnasium.Env):
         self.closed += 1
 
 
-def test_a_local_environment_that_raises_is_replaced_capped_or_left_alone_without_remake(monkeypatch):
-    """`LocalEnvs` with `remake`: a raising step is a `crashed` result, the environment closed and remade with the
-    restart count; the 4th failure within the window is one line. Without `remake` the error is the caller's."""
-    from planet_sac.envs.batch import EnvFailedError
+def test_an_environment_that_raises_is_replaced_capped_and_a_local_batch_reports_the_crash(monkeypatch):
+    """`RestartOnFailure`: a raising step closes the environment, makes the next with the restart count and raises
+    `EnvRestarted`, which `LocalEnvs` reports as a crashed step; a raising reset is retried with a new environment;
+    the 4th failure within the window is one line; a `ConfigError` is never retried. A plain environment's error
+    stays its own."""
+    from planet_sac.envs import EnvRestarted, RestartOnFailure
+    from planet_sac.envs.restarts import EnvFailedError
 
     made = []
 
@@ -333,18 +336,37 @@ def test_a_local_environment_that_raises_is_replaced_capped_or_left_alone_withou
         return RaisesAtStep(at=1)
 
     first = RaisesAtStep(at=2)
-    envs = LocalEnvs(first, remake=remake)
-    monkeypatch.setattr("planet_sac.envs.batch.time.monotonic", lambda: 0.0)
+    env = RestartOnFailure(first, remake)
+    envs = LocalEnvs(env)
+    monkeypatch.setattr("planet_sac.envs.restarts.time.monotonic", lambda: 0.0)
     assert not envs.step({0: np.zeros(1)})[0].crashed
     result = envs.step({0: np.zeros(1)})[0]
-    assert result.crashed and result.obs is None and first.closed == 1 and made == [1] and envs.restarts == [1]
-    for restarts in (2, 3):
-        assert envs.step({0: np.zeros(1)})[0].crashed
-        assert made[-1] == restarts
-    with pytest.raises(EnvFailedError, match=r"^environment 0 failed 4 times within 300 s, last: raised "
+    assert result.crashed and result.obs is None and first.closed == 1 and made == [1] and env.restarts == 1
+    assert env.env is not first and envs.reset(0).shape == (1,)  # the new environment plays on
+    with pytest.raises(EnvRestarted):
+        env.step(np.zeros(1))
+    assert made == [1, 2]
+    capped = RestartOnFailure(RaisesAtStep(at=1), remake, max_restarts=2)
+    for _ in range(2):
+        with pytest.raises(EnvRestarted):
+            capped.step(np.zeros(1))
+    with pytest.raises(EnvFailedError, match=r"^environment 0 failed 3 times within 300 s, last: raised "
                                              r"RuntimeError: lost the simulator; not restarting it again"):
-        envs.step({0: np.zeros(1)})
-    assert made == [1, 2, 3]
+        capped.step(np.zeros(1))
     alone = LocalEnvs(RaisesAtStep(at=1))
     with pytest.raises(RuntimeError, match="^lost the simulator$"):
         alone.step({0: np.zeros(1)})
+
+    class ResetFails(RaisesAtStep):
+        def reset(self, *, seed=None, options=None):
+            raise RuntimeError("no simulator yet")
+
+    retried = RestartOnFailure(ResetFails(at=0), lambda restarts: RaisesAtStep(at=0))
+    assert retried.reset()[0].shape == (1,) and retried.restarts == 1
+
+    class BrokenContract(RaisesAtStep):
+        def step(self, action):
+            raise ConfigError("reward 'abc' is not a number")
+
+    with pytest.raises(ConfigError, match="is not a number"):
+        RestartOnFailure(BrokenContract(at=0), remake).step(np.zeros(1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -367,39 +368,44 @@ def test_an_environment_that_always_raises_ends_the_run_with_one_line(module_dir
     assert "Traceback" not in result.stderr
 
 
+FLAKY_ENV = """
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+MADE = []  # the first reset seed of each environment made, in order
+
+
+class Flaky(gymnasium.Env):
+    observation_space = spaces.Box(-1, 1, (1,), np.float32)
+    action_space = spaces.Box(-1, 1, (1,), np.float32)
+
+    def __init__(self):
+        self.number, self.t = len(MADE), 0
+        MADE.append(None)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        MADE[self.number] = MADE[self.number] or seed
+        self.t = 0
+        return np.zeros(1, np.float32), {{}}
+
+    def step(self, action):  # environment number {failing} raises at its 3rd step
+        self.t += 1
+        if self.number == {failing} and self.t == 3:
+            raise RuntimeError("lost the simulator")
+        return np.full(1, self.t / 10, np.float32), 1.0, False, self.t >= {steps}, {{}}
+
+
+gymnasium.register("Flaky-v0", entry_point=Flaky)
+"""
+
+
 def test_a_single_environment_that_raises_once_is_restarted_and_its_episode_redone(module_dir, tmp_path, capsys):
     """num_envs=1, in this process: the first environment raises at its 3rd step; the actor drops the partial episode,
     and a fresh environment, seeded `environment_seed(seed, 0, 1)` as `ParallelEnvs` seeds a restarted one, plays it
     again. This used to end the command with a traceback."""
-    write_module(module_dir, "flaky_envs", """
-        import gymnasium
-        import numpy as np
-        from gymnasium import spaces
-
-        MADE = []  # the seed each environment was made with, in order
-
-        class Flaky(gymnasium.Env):
-            observation_space = spaces.Box(-1, 1, (1,), np.float32)
-            action_space = spaces.Box(-1, 1, (1,), np.float32)
-
-            def __init__(self):
-                self.number, self.t = len(MADE), 0
-                MADE.append(None)
-
-            def reset(self, *, seed=None, options=None):
-                super().reset(seed=seed)
-                MADE[self.number] = MADE[self.number] or seed
-                self.t = 0
-                return np.zeros(1, np.float32), {}
-
-            def step(self, action):
-                self.t += 1
-                if self.number == 0 and self.t == 3:
-                    raise RuntimeError("lost the simulator")
-                return np.full(1, self.t / 10, np.float32), 1.0, False, self.t >= 5, {}
-
-        gymnasium.register("Flaky-v0", entry_point=Flaky)
-    """)
+    write_module(module_dir, "flaky_envs", FLAKY_ENV.format(failing=0, steps=5))
     from planet_sac.episodes.folder import list_episodes
 
     outdir = tmp_path / "episodes"
@@ -412,6 +418,52 @@ def test_a_single_environment_that_raises_once_is_restarted_and_its_episode_redo
         assert len(episode["reward"]) == 6 and episode["reward"].sum() == 5.0  # the whole episode, played again
     made = sys.modules["flaky_envs"].MADE
     assert made == [3, environment_seed(3, 0, 1)]  # the restart's own seed, as ParallelEnvs gives it
+
+
+def test_a_run_whose_test_environment_raises_once_goes_on(module_dir, tmp_path, capsys):
+    """The run's one test environment (`env.test_envs=1`) is replaced as the training environments are: it raised
+    at its 3rd step (here while collecting the test folder's seed episode), and the run used to end there with a
+    traceback."""
+    write_module(module_dir, "flaky_test_env", FLAKY_ENV.format(failing=1, steps=20))  # the test environment fails
+    logdir = tmp_path / "run"
+    assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
+                 "--set", "env.task=gym:flaky_test_env:Flaky-v0", "--set", "env.obs=state",
+                 "--set", "schedule.train_steps=10"]) == 0
+    assert "environment 0 raised RuntimeError: lost the simulator; restarted it" in capsys.readouterr().err
+    assert len(sys.modules["flaky_test_env"].MADE) == 3  # training, test, and the test environment's replacement
+
+
+def test_an_evaluation_whose_environment_raises_once_plays_the_episode_again(module_dir, tmp_path, capsys):
+    """`planet-sac evaluate` (and so the suite's final evaluation) acts in an environment replaced when it fails: a
+    Pendulum run evaluated on a look-alike that raises at its 3rd step ends with all its episodes."""
+    write_module(module_dir, "flaky_pendulum", """
+        import gymnasium
+        from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+        MADE = []
+
+        class FlakyPendulum(PendulumEnv):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.number, self.t = len(MADE), 0
+                MADE.append(self)
+
+            def step(self, action):
+                self.t += 1
+                if self.number == 0 and self.t == 3:
+                    raise RuntimeError("lost the simulator")
+                return super().step(action)
+
+        gymnasium.register("FlakyPendulum-v0", entry_point=FlakyPendulum, max_episode_steps=200)
+    """)
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    out = tmp_path / "returns.json"
+    assert main(["evaluate", "--logdir", str(run), "--episodes", "2", "--policy", "random", "--json", str(out),
+                 "--set", "env.task=gym:flaky_pendulum:FlakyPendulum-v0"]) == 0
+    assert "environment 0 raised RuntimeError: lost the simulator; restarted it" in capsys.readouterr().err
+    assert len(json.loads(out.read_text())["policies"]["random"]["returns"]) == 2
+    assert len(sys.modules["flaky_pendulum"].MADE) == 2
 
 
 @pytest.mark.slow

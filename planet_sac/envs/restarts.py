@@ -60,7 +60,7 @@ class Restarts:
                 f"environment {index} failed {len(self.failures[index])} times within {self.restart_window:.0f} s, "
                 f"last: {detail}; not restarting it again (fix the environment, or see --verbose)")
         self.counts[index] += 1
-        log.warning("environment %d %s; restarted it, its partial episode is dropped", index, detail)
+        log.warning("environment %d %s; restarted it", index, detail)  # a step's failure: the actor drops the episode
 
 
 class RestartOnFailure(gymnasium.Wrapper):

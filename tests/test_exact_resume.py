@@ -99,7 +99,49 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
     assert_same_run(never_stopped, tmp_path / "run")
 
 
+class FullDiskAfterSeedEpisodes:
+    """Patches the run's Actor so that its first training collection (after update 5) fails once its episode is
+    saved, as a full disk would."""
+
+    def __init__(self, monkeypatch):
+        import planet_sac.training.collection as collection
+        from planet_sac.acting.actor import Actor, RandomPolicy
+
+        class FullDisk(Actor):
+            def run(self, *args, **kwargs):
+                episodes = super().run(*args, **kwargs)
+                if not isinstance(self.policy, RandomPolicy):
+                    raise OSError(28, "No space left on device")
+                return episodes
+
+        monkeypatch.setattr(collection, "Actor", FullDisk)
+
+
 @pytest.mark.slow
+def test_a_failed_collection_checkpoints_its_update_with_the_collection_owed(tmp_path, monkeypatch):
+    """The checkpoint a failed collection leaves: at its update (5, where the last scheduled one is at 0), owing that
+    collection with the update's metrics, and naming the training episodes from before it (the one it saved is set
+    aside on resume). The resumed run against a never-stopped one: the `e2e` test below."""
+    FullDiskAfterSeedEpisodes(monkeypatch)
+    with pytest.raises(OSError, match="No space left on device"):
+        train_in_process(tmp_path / "run", 10)
+    assert _checkpoint_step(tmp_path / "run") == 5
+    tensors = checkpoint(tmp_path / "run")
+    owed = json.loads(tensors["run_state/owed_collection"].decode())
+    assert owed["step"] == 5 and np.isfinite(owed["update_metrics"]["loss/total"])
+    named = json.loads(tensors["run_state/train_episodes"].decode())
+    on_disk = sorted(path.name for path in (tmp_path / "run" / "train_episodes").glob("*.npz"))
+    assert len(on_disk) == len(named) + 1 and set(named) < set(on_disk)  # 3 seed episodes named, the failed one not
+    import tensorflow as tf
+
+    first = tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints" / "ckpt-0"))
+    # nothing but acting draws from the policy's generator before step 5: put back, it is as at step 0
+    np.testing.assert_array_equal(tensors["policy/rng_state"],
+                                  first.get_tensor("variables/policy/rng_state/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_failed_collection_is_checkpointed_owed_and_the_resume_equals_the_never_stopped_run(tmp_path, monkeypatch,
                                                                                                 caplog):
     """A collection that fails after its update (here: the actor raises once its episode is saved, as a full disk
@@ -107,23 +149,12 @@ def test_a_failed_collection_is_checkpointed_owed_and_the_resume_equals_the_neve
     they were before it; the resumed run redoes it and ends as the never-stopped one. The failure comes at step 5,
     between checkpoints (updates 1-5 are kept); the SAC head catches up before each collection, which the resume does
     not repeat; the resumed run goes on through a checkpoint and a test phase at step 10."""
-    import planet_sac.training.collection as collection
-    from planet_sac.acting.actor import Actor, RandomPolicy
-
     settings = ["sac.catchup_rounds=1"]
     caplog.set_level("INFO", logger="planet_sac")
     train_in_process(tmp_path / "never", 10, settings)
     failing = tmp_path / "failing"
-
-    class FullDisk(Actor):
-        def run(self, *args, **kwargs):
-            episodes = super().run(*args, **kwargs)
-            if not isinstance(self.policy, RandomPolicy):  # the first training collection, after update 5
-                raise OSError(28, "No space left on device")
-            return episodes
-
     with monkeypatch.context() as patch:
-        patch.setattr(collection, "Actor", FullDisk)
+        FullDiskAfterSeedEpisodes(patch)
         with pytest.raises(OSError, match="No space left on device"):
             train_in_process(failing, 10, settings)
     assert _checkpoint_step(failing) == 5  # no update lost: the last scheduled checkpoint was at 0

@@ -521,6 +521,7 @@ def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finished(tmp_path, monkeypatch):
     """The final evaluation keeps each finished policy in its progress file; stopped during its third policy and
     called again, it evaluates only the last two, and every policy's returns equal those of an evaluation never

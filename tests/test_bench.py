@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -80,10 +81,10 @@ def test_learning_curve_of_a_stopped_run_is_not_evaluated(tmp_path, monkeypatch,
     monkeypatch.setattr(learning, "curve_rows", lambda logdir: [])
     monkeypatch.setattr(learning, "plot_runs", lambda runs, path: None)
 
-    def evaluate(*args, **kwargs):
+    def evaluate_policies(*args, **kwargs):
         raise AssertionError("a stopped run was evaluated")
 
-    monkeypatch.setattr(learning, "evaluate", evaluate)
+    monkeypatch.setattr(learning, "evaluate_policies", evaluate_policies)
     monkeypatch.setattr(sys, "argv", ["learning.py", "--config", str(CONFIGS / "smoke.yaml"), "--env-steps", "300",
                                       "--out", str(tmp_path / "out")])
     learning.main()
@@ -92,9 +93,23 @@ def test_learning_curve_of_a_stopped_run_is_not_evaluated(tmp_path, monkeypatch,
     assert (tmp_path / "out" / "curve.csv").exists()
 
 
+def test_learning_with_a_bad_setting_ends_in_one_line(tmp_path, monkeypatch):
+    """bench/learning.py: a config that does not exist, or a key that is not one, is a one-line SystemExit."""
+    learning = _load_bench_module("learning")
+    for argv, expected in ((["--config", str(tmp_path / "none.yaml")], "does not exist"),
+                           (["--config", "smoke", "--set", "sac.no_such_key=1"], "sac.no_such_key")):
+        monkeypatch.setattr(sys, "argv", ["learning.py", *argv, "--env-steps", "300", "--out", str(tmp_path / "out")])
+        with pytest.raises(SystemExit) as exit:
+            learning.main()
+        message = str(exit.value.code)
+        assert message.startswith("bench/learning.py: error:") and expected in message and "\n" not in message
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_stopped_final_evaluation_keeps_the_policies_it_finished(tmp_path, monkeypatch, capsys):
-    """bench/learning.py on a finished run: evaluation.json is rewritten after each policy, the same command
-    evaluates only the policies missing from it, and a different episode count evaluates all again."""
+    """bench/learning.py on a finished run: evaluation.json (with the run's header) is rewritten after each policy,
+    and the evaluation keeps its progress in the run directory, where `evaluate_policies` finds the policies a
+    stopped evaluation finished."""
     from tests.conftest import CONFIGS
 
     learning = _load_bench_module("learning")
@@ -106,36 +121,29 @@ def test_a_stopped_final_evaluation_keeps_the_policies_it_finished(tmp_path, mon
     class Stopped(Exception):
         pass
 
-    def evaluate(logdir, episodes, policy):
-        calls.append(policy)
-        if calls == ["cem", "sac"]:
-            raise Stopped  # the evaluation is stopped during its second policy
-        returns = [float(len(policy))] * episodes
-        return {"mean": returns[0], "std": 0.0, "min": returns[0], "max": returns[0], "returns": returns, "step": 4}
+    def evaluate_policies(logdir, episodes, policies, progress=None):
+        calls.append((logdir, episodes, list(policies), progress))
+        for policy in policies:
+            if policy == "sac":
+                raise Stopped  # the evaluation is stopped during its second policy
+            returns = [float(len(policy))] * episodes
+            yield policy, {"mean": returns[0], "std": 0.0, "min": returns[0], "max": returns[0], "returns": returns,
+                           "step": 4, "episodes": episodes, "seconds": 1.0}
 
-    monkeypatch.setattr(learning, "evaluate", evaluate)
+    monkeypatch.setattr(learning, "evaluate_policies", evaluate_policies)
     out = tmp_path / "out"
-
-    def run(episodes):
-        monkeypatch.setattr(sys, "argv", ["learning.py", "--config", str(CONFIGS / "smoke.yaml"), "--env-steps", "300",
-                                          "--out", str(out), "--eval-policies", "cem", "sac", "random",
-                                          "--eval-episodes", str(episodes)])
-        learning.main()
-
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--config", str(CONFIGS / "smoke.yaml"), "--env-steps", "300",
+                                      "--out", str(out), "--eval-policies", "cem", "sac", "random",
+                                      "--eval-episodes", "2", "--set", "sac.updates_per_step=3"])
     with pytest.raises(Stopped):
-        run(2)
+        learning.main()
+    run = str(out / "run")
+    assert calls == [(run, 2, ["cem", "sac", "random"], os.path.join(run, "final_evaluation.json"))]
     saved = json.loads((out / "evaluation.json").read_text())
-    assert list(saved["evaluation"]) == ["cem"] and saved["evaluation"]["cem"]["returns"] == [3.0, 3.0]
-    run(2)
-    assert calls == ["cem", "sac", "sac", "random"]  # cem not again
-    assert "kept from an earlier evaluation" in capsys.readouterr().out
-    saved = json.loads((out / "evaluation.json").read_text())
-    assert {policy: result["mean"] for policy, result in saved["evaluation"].items()} == {"cem": 3.0, "sac": 3.0, "random": 6.0}
-    assert saved["eval_episodes"] == 2 and saved["step"] > 0
-    calls[:] = ["after"]
-    run(3)
-    assert calls == ["after", "cem", "sac", "random"]
-    assert json.loads((out / "evaluation.json").read_text())["evaluation"]["random"]["returns"] == [6.0] * 3
+    assert saved["evaluation"] == {"cem": {"mean": 3.0, "std": 0.0, "min": 3.0, "max": 3.0, "returns": [3.0, 3.0]}}
+    assert saved["eval_episodes"] == 2 and saved["step"] > 0 and saved["set"] == ["sac.updates_per_step=3"]
+    assert saved["policy"] == "cem" and saved["env_steps"] == 300
+    assert "cem" in capsys.readouterr().out
 
 
 def _first_import_line(tree, package: str) -> int | None:

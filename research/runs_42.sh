@@ -7,6 +7,9 @@
 #   research/runs_42.sh run OUT          one queue worker; start two on 2 cores (the suite's claims keep them
 #                                        apart, finished runs (here or published in bench/results) are skipped,
 #                                        stopped ones resume from checkpoints)
+#   research/runs_42.sh stop OUT         stop the workers' runs before the machine goes: SIGTERM checkpoints each at
+#                                        its current update (a kill loses all since its last scheduled checkpoint,
+#                                        up to 250 updates), then the workers exit; `run` resumes them
 #   research/runs_42.sh publish OUT      copy each lever run's metrics.jsonl, config.yaml and result.json into
 #                                        bench/results/levers_42/<lever>/<task>/seed<k>/ (a lever's score file into
 #                                        bench/results/levers_42/<lever>/scores/), and the benchmark's
@@ -20,8 +23,8 @@
 #   .venv/bin/python bench/lever_table.py bench/results/dmc_vision OUT/<lever> --at 50000
 #   .venv/bin/python bench/lever_table.py OUT/dmc_vision_v2 OUT/expl03_v2 --at 50000     (levers on the v2 config)
 set -euo pipefail
-mode=${1:?usage: research/runs_42.sh run|publish OUT}
-out=$(realpath "${2:?usage: research/runs_42.sh run|publish OUT}")
+mode=${1:?usage: research/runs_42.sh run|stop|publish OUT}
+out=$(realpath "${2:?usage: research/runs_42.sh run|stop|publish OUT}")
 repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}  # REPO: the checkout, when this runs from a copy
 bench=dmc_vision_v2  # the benchmark's suite folder in OUT
 
@@ -382,6 +385,19 @@ run)
       --tasks "$task" --seeds "$seed" --env-steps "$steps" --out "$out/$folder" "${extra[@]}" < /dev/null
   done
   ;;
+stop)
+  # the suites writing below OUT; their workers' loops end when a suite exits non-zero (set -e)
+  pids=$(pgrep -f -- "-m planet_sac suite .*--out $out/" || true)
+  [ -n "$pids" ] || { echo "no run of $out is running"; exit 0; }
+  kill -TERM $pids
+  for _ in $(seq 300); do  # a checkpoint takes seconds; a final evaluation stops after its episode
+    alive=$(for pid in $pids; do if [ -d "/proc/$pid" ]; then echo "$pid"; fi; done)
+    [ -n "$alive" ] || break
+    sleep 1
+  done
+  if [ -n "$alive" ]; then echo "still running after 5 minutes: $alive" >&2; exit 1; fi
+  echo "stopped: $(echo $pids | wc -w) run(s) checkpointed"
+  ;;
 publish)
   for run in "$out"/*/runs/*/seed*/; do
     [ -f "$run/metrics.jsonl" ] || continue
@@ -408,5 +424,5 @@ publish)
       --baselines "$repo"/../shared/baselines/dmc_vision-*.json.gz
   done
   ;;
-*) echo "research/runs_42.sh: unknown mode $mode (run or publish)" >&2; exit 2 ;;
+*) echo "research/runs_42.sh: unknown mode $mode (run, stop or publish)" >&2; exit 2 ;;
 esac

@@ -88,14 +88,16 @@ def _parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", parents=[output], help="run the latest checkpoint and report returns")
     _path_argument(evaluate, "--logdir", required=True, help="the run; its latest checkpoint is evaluated")
-    evaluate.add_argument("--episodes", type=int, default=5)
+    evaluate.add_argument("--episodes", type=int, default=5, help="episodes of each policy (default: 5)")
     evaluate.add_argument("--policy", choices=POLICIES, nargs="+", default=["cem"], help="one or more policies to compare")
     evaluate.add_argument("--seed", type=_seed, default=12345,
                           help="episode k of every policy starts from SEED + k (default: 12345)")
     _path_argument(evaluate, "--video", metavar="FILE.mp4|FILE.gif", help="write the first policy's first episode as a video")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. cem.candidates=500")
     _path_argument(evaluate, "--json", metavar="FILE.json",
-                   help="also write each policy's per-episode returns (episode k starts from --seed + k) to this file")
+                   help="also write each policy's per-episode returns (episode k starts from --seed + k) to this file, "
+                        "rewritten after each policy; run again with it, the policies it holds for the same checkpoint, "
+                        "seed, episodes and --set are kept, not run again")
 
     bench = commands.add_parser("bench", parents=[output],
                                 help="time updates, CEM and SAC actions, the loader and matmuls (optionally beside mbrl-lib)")
@@ -473,10 +475,7 @@ def _print_collected(outdir: str, summaries: list[dict]) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import json
-
     from planet_sac.acting.evaluation import check_run, evaluate_policies
-    from planet_sac.atomic_file import atomic_open
     from planet_sac.checkpoints import find_run_config
     from planet_sac.config_loading import apply_overrides
 
@@ -486,22 +485,17 @@ def _evaluate(args: argparse.Namespace) -> int:
     apply_overrides(find_run_config(args.logdir), args.set)  # checked before any episode runs
     if args.json:
         check_output_file(args.json, "--json")
-    results = {}
     episodes = f"{args.episodes} episode{'s' if args.episodes != 1 else ''}"
     # One environment and agent for all policies; each starts from the same seeds (see evaluate_policies).
     for index, (policy, result) in enumerate(evaluate_policies(args.logdir, args.episodes, args.policy, seed=args.seed,
-                                                                 video=args.video, overrides=args.set)):
+                                                                 video=args.video, overrides=args.set,
+                                                                 progress=args.json)):
         if index == 0:  # after the agent is built, so its start-up lines do not split the table
             if result["step"] == 0:
                 logging.getLogger("planet_sac").warning("checkpoint step 0: %s has not trained yet", args.logdir)
             print(f"{'policy':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}   ({episodes}, {args.logdir})")
         print(f"{policy:<16}{result['mean']:>10.1f}{result['std']:>10.1f}{result['min']:>10.1f}{result['max']:>10.1f}", flush=True)
-        results[policy] = {key: result[key] for key in ("mean", "std", "min", "max", "returns")}
     print(f"checkpoint step {result['step']}" + (f"; video of {args.policy[0]} in {args.video}" if args.video else ""))
-    if args.json:  # whole or not at all: a temporary file renamed once written
-        with atomic_open(args.json) as file:
-            json.dump({"logdir": args.logdir, "checkpoint_step": int(result["step"]), "seed": args.seed,
-                       "episodes": args.episodes, "overrides": args.set, "policies": results}, file, indent=1)
     return 0
 
 

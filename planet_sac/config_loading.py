@@ -451,11 +451,13 @@ def _coerce(value: Any, hint: Any, key: str, source: str) -> Any:
 
 
 def _unknown_key(key: str, allowed: list[str]) -> str:
-    """The message for an unknown `key`: the closest of `allowed` (did you mean), then all of them."""
-    leaf = key.split(".")[-1]
+    """The message for an unknown dotted `key` whose last part is none of `allowed` (the names in its section): the
+    closest as a whole dotted key (did you mean), or, with none close, all of them."""
+    section, _, leaf = key.rpartition(".")
     close = difflib.get_close_matches(leaf, allowed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown config key {_show(key)}{hint}; allowed here: {', '.join(allowed)}"
+    if close:
+        return f"unknown config key {_show(key)} (did you mean {_show(f'{section}.{close[0]}' if section else close[0])}?)"
+    return f"unknown config key {_show(key)}; allowed here: {', '.join(allowed)}"
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -130,6 +130,46 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
 
 
 @pytest.mark.slow
+def test_an_interrupted_evaluate_keeps_the_policies_it_finished_in_its_json(tmp_path, monkeypatch, capsys):
+    """`evaluate --json`: rewritten after each policy, so a stop keeps the finished ones; the same command then
+    plays only the others (with a video, the first policy again, to record it), with the same returns."""
+    import shutil
+
+    import planet_sac.acting.actor as actor_module
+    from tests.conftest import ROOT
+
+    run = str(tmp_path / "run")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    returns_file = tmp_path / "returns.json"
+    argv = ["evaluate", "--logdir", run, "--episodes", "2", "--seed", "3", "--policy", "random", "sac",
+            "--json", str(returns_file)]
+    played, original, stop_at = [], actor_module.Actor.run, [3]
+
+    def run_or_stop(self, count, *args, **kwargs):
+        played.append(count)
+        if len(played) in stop_at:  # the first episode of sac
+            raise KeyboardInterrupt
+        return original(self, count, *args, **kwargs)
+
+    monkeypatch.setattr(actor_module.Actor, "run", run_or_stop)
+    assert main(argv) == 130
+    saved = json.loads(returns_file.read_text())
+    assert list(saved["policies"]) == ["random"] and len(saved["policies"]["random"]["returns"]) == 2
+    assert (saved["checkpoint_step"], saved["seed"], saved["episodes"]) == (10, 3, 2)
+    random_returns = saved["policies"]["random"]["returns"]
+    capsys.readouterr()
+    stop_at.clear()
+    assert main(argv) == 0
+    assert len(played) == 3 + 2  # sac's two episodes only
+    saved = json.loads(returns_file.read_text())
+    assert list(saved["policies"]) == ["random", "sac"] and saved["policies"]["random"]["returns"] == random_returns
+    assert "kept from an earlier evaluation" in capsys.readouterr().err
+    assert main([*argv, "--video", str(tmp_path / "episode.gif")]) == 0
+    assert len(played) == 5 + 2 and (tmp_path / "episode.gif").stat().st_size > 1000  # random again, for its video
+    assert json.loads(returns_file.read_text())["policies"]["random"]["returns"] == random_returns
+
+
+@pytest.mark.slow
 def test_evaluating_a_run_that_has_not_trained_says_so(tmp_path, capsys):
     logdir = str(tmp_path / "run")
     assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "0", "--quiet"]) == 0

@@ -60,7 +60,7 @@ def test_every_set_is_checked_before_anything_is_written(command, run, tmp_path,
     before = snapshot(run)
     assert main([*argv, "--set", TYPO, "--quiet"]) == 2
     line = one_line_error(capsys, argv[0])
-    assert "model.deter_sise" in line and "did you mean 'deter_size'" in line
+    assert "model.deter_sise" in line and "did you mean 'model.deter_size'?)" in line
     assert os.listdir(tmp_path) == [] and snapshot(run) == before
 
 

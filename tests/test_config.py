@@ -129,14 +129,23 @@ def test_setting_a_section_sets_the_keys_it_names_only():
 
 
 def test_typo_in_override_names_key_and_suggests():
-    with pytest.raises(ConfigError, match=r"unknown config key 'data.batch_szie'.*did you mean 'batch_size'"):
+    with pytest.raises(ConfigError, match=r"unknown config key 'data.batch_szie'.*did you mean 'data.batch_size'\?\)$"):
         apply_overrides(load_config(), ["data.batch_szie=16"])
+
+
+def test_an_unknown_key_without_a_close_name_lists_its_section():
+    with pytest.raises(ConfigError) as error:
+        apply_overrides(load_config(), ["model.zzzqqq=1"])
+    message = str(error.value)
+    assert "did you mean" not in message and "allowed here: deter_size, stoch_size" in message and "obs_std" in message
+    with pytest.raises(ConfigError, match=r"unknown config key 'modle' \(did you mean 'model'\?\)$"):
+        apply_overrides(load_config(), ["modle.obs_std=1"])
 
 
 def test_typo_in_file_is_rejected(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("model:\n  deter_sise: 100\n")
-    with pytest.raises(ConfigError, match=r"model.deter_sise.*did you mean 'deter_size'"):
+    with pytest.raises(ConfigError, match=r"model.deter_sise.*did you mean 'model.deter_size'\?\)$"):
         load_config(path)
 
 

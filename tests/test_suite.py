@@ -356,7 +356,7 @@ def test_a_suite_in_this_process_publishes_its_run_and_then_skips_it(tmp_path, m
     assert list(result["evaluation"]) == ["cem"] and len(returns) == 2
     assert result["headline"]["mean"] == pytest.approx(sum(returns) / 2)
     progress = json.loads((out / "runs" / "gym_Pendulum-v1" / "seed0" / suite.EVALUATION_PROGRESS).read_text())
-    assert progress["results"]["cem"]["returns"] == returns  # kept in the run directory, policy by policy
+    assert progress["policies"]["cem"]["returns"] == returns  # kept in the run directory, policy by policy
 
     before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
     summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
@@ -549,7 +549,7 @@ def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finishe
     with pytest.raises(KeyboardInterrupt):
         suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=1, progress=progress)
     saved = json.loads(open(progress).read())
-    assert list(saved["results"]) == ["sac", "random"]
+    assert list(saved["policies"]) == ["sac", "random"]
     assert (saved["logdir"], saved["checkpoint_step"], saved["seed"], saved["overrides"]) == (str(run), 10, 5, [])
     resumed = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=1, progress=progress)
     assert len(played) == 4 + 2  # cem (again: it had not finished) and sac_guided_cem
@@ -565,7 +565,7 @@ def test_a_progress_file_gives_only_the_results_of_the_same_evaluation(tmp_path,
     identity = {"logdir": "run", "checkpoint_step": 10, "seed": 5, "overrides": ["env.time_limit=10"]}
     results = {"sac": {"episodes": 2, "returns": [1.0, 2.0]}, "cem": {"episodes": 1, "returns": [3.0]}}
     progress = tmp_path / "progress.json"
-    progress.write_text(json.dumps({**identity, "results": results}))
+    progress.write_text(json.dumps({**identity, "episodes": {"sac": 2, "cem": 1}, "policies": results}))
     assert kept_results(str(progress), identity, {"sac": 2, "cem": 1, "random": 1}) == results
     assert kept_results(str(progress), identity, {"sac": 2, "cem": 5}) == {"sac": results["sac"]}  # cem: 1 of 5
     assert kept_results(str(progress), identity, {"cem": 1}) == {"cem": results["cem"]}
@@ -573,7 +573,7 @@ def test_a_progress_file_gives_only_the_results_of_the_same_evaluation(tmp_path,
         assert kept_results(str(progress), {**identity, key: other}, {"sac": 2, "cem": 1}) == {}, key
     assert kept_results(str(tmp_path / "none.json"), identity, {"sac": 2}) == {}
     assert kept_results(None, identity, {"sac": 2}) == {}
-    for damaged in ('{"logdir": ', '["a list"]', json.dumps({**identity, "results": 5})):
+    for damaged in ('{"logdir": ', '["a list"]', json.dumps({**identity, "policies": 5})):
         progress.write_text(damaged)
         caplog.clear()
         assert kept_results(str(progress), identity, {"sac": 2}) == {}

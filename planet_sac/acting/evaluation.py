@@ -67,8 +67,9 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
     """Yields (policy, result) for each policy in turn: its test-phase episodes' mean/std/min/max return.
 
     :param episodes: the episodes of every policy, or of each policy by name.
-    :param video: a file that records the first episode of the first policy (when it is evaluated in this call).
-    :param progress: a JSON file rewritten after each policy with the results so far. Called again with the same
+    :param video: a file that records the first episode of the first policy (always evaluated, never kept).
+    :param progress: a JSON file rewritten after each policy with the results so far (`logdir`, `checkpoint_step`,
+        `seed`, `overrides`, `episodes` and per policy its result under `policies`). Called again with the same
         file, checkpoint, seed and overrides, the evaluation yields the results kept there for the same number of
         episodes without running them again; a file of another evaluation is replaced.
     :return: results holding the returns, the checkpoint's `step`, the `episodes` and the `seconds` they took.
@@ -90,14 +91,14 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
     recorder = RecordFrames(env) if video else None
     try:
         for index, policy in enumerate(policies):
-            if policy in kept:
+            record = recorder is not None and index == 0
+            if policy in kept and not record:
                 yield policy, kept[policy]
                 continue
             start = time.perf_counter()
             env.reseed(seed)
             agent.policy.rng.state.assign(fresh_rng)
             agent.policy.set_policies(test=policy)
-            record = recorder is not None and index == 0
             actor = Actor(recorder if record and recorder is not None else env, agent.policy, TEST)
             returns = []
             for episode in range(counts[policy]):
@@ -111,7 +112,7 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
                             "step": step, "episodes": counts[policy], "seconds": time.perf_counter() - start}
             if progress:
                 with atomic_open(progress) as file:
-                    json.dump({**identity, "results": kept}, file, indent=1)
+                    json.dump({**identity, "episodes": episodes if isinstance(episodes, int) else dict(episodes), "policies": kept}, file, indent=1)
             yield policy, kept[policy]
     finally:
         env.close()
@@ -129,7 +130,7 @@ def kept_results(progress: str | None, identity: Mapping, counts: Mapping[str, i
         if any(saved.get(key) != value for key, value in identity.items()):
             log.info("%s holds another evaluation (checkpoint, seed or overrides); evaluating again", progress)
             return {}
-        results = {policy: dict(result) for policy, result in dict(saved["results"]).items()
+        results = {policy: dict(result) for policy, result in dict(saved["policies"]).items()
                    if policy in counts and result.get("episodes") == counts[policy]}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         log.warning("%s: not read (%s: %s); evaluating again", progress, type(error).__name__, error)

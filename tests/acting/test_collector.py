@@ -217,7 +217,7 @@ def test_a_collector_waiting_for_its_run_checks_its_set_keys_before_writing(tmp_
     assert main(["collect", "--policy", "cem", "--checkpoint", str(tmp_path / "future_run"), "--outdir", str(outdir),
                  "--episodes", "forever", "--reload-every", "60", "--set", "env.num_env=2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown config key 'env.num_env' (did you mean 'num_envs'?)" in err[0]
+    assert len(err) == 1 and "unknown config key 'env.num_env' (did you mean 'env.num_envs'?)" in err[0]
     assert not outdir.exists()
     # Only names and types: a setting that is valid with the run's config (smoke's cem.top_k=4) is not judged
     # against the defaults (top_k=100 > 50 candidates).

@@ -122,6 +122,11 @@ def main() -> None:
     parser.add_argument("--at", type=int, default=50_000, help="env steps the comparison ends at (default 50000)")
     parser.add_argument("--span", type=int, default=10_000, help="env steps before --at that are averaged (default 10000)")
     args = parser.parse_args()
+    for folder in args.folders:
+        if not os.path.isdir(folder):
+            raise SystemExit(f"bench/lever_table.py: {folder}: no such folder")
+        if not find_runs(folder):
+            raise SystemExit(f"bench/lever_table.py: {folder} holds no run (no <task>/seed<k>/metrics.jsonl below it)")
     print(table(args.folders, args.at, args.span))
 
 

@@ -349,6 +349,20 @@ def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
     assert lines[2].endswith("| 4.00 | 0.150 |") and lines[3].endswith("|  |  |")  # the lever never logged it
 
 
+def test_lever_table_refuses_a_folder_without_runs_in_one_line(tmp_path, monkeypatch):
+    """A mistyped folder used to print an empty table, as if the runs had logged nothing."""
+    lever_table = _load_bench_module("lever_table")
+    run = tmp_path / "base" / "dmc_a" / "seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"phase": "train", "env_steps": 50000, "train/return": 1.0}\n')
+    (tmp_path / "empty").mkdir()
+    for folder, expected in (("nope", "nope: no such folder"), ("empty", "holds no run")):
+        monkeypatch.setattr(sys, "argv", ["lever_table.py", str(tmp_path / "base"), str(tmp_path / folder)])
+        with pytest.raises(SystemExit) as exit:
+            lever_table.main()
+        assert str(exit.value.code).startswith("bench/lever_table.py: ") and expected in str(exit.value.code)
+
+
 def test_lever_table_finds_the_final_evaluation_of_a_suite_run_and_of_a_published_one(tmp_path):
     """`eval` from the suite's OUT/results/<task>/seed<k>/result.json for a run under OUT/runs/ (also when OUT itself
     lies under a folder named runs, as ~/runs/levers/<lever>), and from result.json beside a published run's

@@ -7,6 +7,7 @@ Usage (any number of suite output folders, e.g. one per configuration variant):
         ../shared/baselines/dmc_vision-*.json.gz [--window 90000 110000]
     .venv/bin/python bench/suite_table.py --scores v2=bench/results/dmc_vision_v2/scores/dmc_vision-planet_sac.json.gz \
         v1=bench/results/dmc_vision/scores/dmc_vision-planet_sac.json.gz ../shared/baselines/dmc_vision-*.json.gz
+    .venv/bin/python bench/suite_table.py --curves bench/results/dmc_vision_v4/scores/dmc_vision-planet_sac.json.gz
 
 `--scores`: per score file (ours and the baselines alike) and task, the mean over runs of each run's mean
 return inside the env-step window; the mean over tasks; and the IQM over all runs with its 95% stratified
@@ -14,6 +15,9 @@ bootstrap interval (`planet_sac/aggregate.py`, as rliable). A row is named by th
 LABEL where the file is given as LABEL=FILE; files whose names would repeat get the folder they sit in (the
 suite folder, for a `scores/` file) added. With suite folders as well, the same for the
 final evaluations in their `result.json` files (one score per run: the headline policy's mean).
+
+`--curves FILE`: one row per run of that score file (task, seed): its points (the test phases' returns, with the
+env steps of the first and last) and its score, the mean of its points inside the window.
 
 One row per run (task x seed x folder): the headline policy's final return (mean ± std over its episodes),
 every other evaluated policy's, and where the time went, in minutes: `updates`, `acting` (training
@@ -152,6 +156,21 @@ def estimator_table(named_scores: list[tuple[str, dict[str, list[float]]]], task
     return "\n".join(lines)
 
 
+def curves_table(records: list[dict], window: tuple[int, int]) -> str:
+    """One row per score record, sorted by task and seed: its returns at each point (rounded), and its score over
+    `window` (the mean of the points inside it; empty for a run that has not reached the window)."""
+    lines = [f"| task | seed | returns at each point | score ({window[0] // 1000}k-{window[1] // 1000}k) |",
+             "|---|---|---|---|"]
+    for record in sorted(records, key=lambda record: (record["task"], record["seed"])):
+        points = list(zip(record["xs"], record["ys"]))
+        inside = [y for x, y in points if window[0] <= x <= window[1]]
+        span = f"{points[0][0] / 1000:g}k-{points[-1][0] / 1000:g}k: " if points else ""
+        returns = " / ".join(f"{y:.0f}" for _, y in points)
+        score = f"{statistics.mean(inside):.0f}" if inside else ""
+        lines.append(f"| {record['task']} | {record['seed']} | {span}{returns} | {score} |")
+    return "\n".join(lines)
+
+
 def final_evaluation_scores(rows: list[dict]) -> list[tuple[str, dict[str, list[float]]]]:
     """(folder, {task: the headline policy's final-evaluation mean of every run}) per suite folder."""
     by_folder: dict[str, dict[str, list[float]]] = {}
@@ -208,9 +227,16 @@ def main() -> None:
     parser.add_argument("--window", nargs=2, type=int, default=list(aggregate.WINDOW), metavar=("FROM", "TO"),
                         help="env steps whose score-file returns make a run's score (default: 90000 110000)")
     parser.add_argument("--tasks", nargs="+", default=list(aggregate.PLANET_TASKS), help="score-file task names")
+    parser.add_argument("--curves", metavar="FILE", help="a score file whose runs are listed one row each")
     args = parser.parse_args()
-    if not args.folders and not args.scores:
-        parser.error("give suite folders, --scores files, or both")
+    if not args.folders and not args.scores and not args.curves:
+        parser.error("give suite folders, --scores files, --curves FILE, or any of them together")
+    if args.curves:
+        (records,) = read_score_files([args.curves])
+        print(curves_table(records, tuple(args.window)))
+        if not args.folders and not args.scores:
+            return
+        print()
     rows = load_results(args.folders)
     if args.folders and not rows:
         raise SystemExit(f"no result.json under {', '.join(args.folders)}: no run has finished there yet")

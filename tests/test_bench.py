@@ -324,6 +324,19 @@ def test_suite_table_counts_runs_at_or_below_planet_and_shows_the_published_rows
     assert lines[4].startswith("| Dreamer (CURL's Table 1, 100k) | 326 | 314 |") and len(lines) == 5
 
 
+def test_suite_table_lists_each_run_of_a_score_file_with_its_points_and_score():
+    """`--curves`: one row per record sorted by task and seed, the rounded returns with the first and last env
+    steps, and the mean of the points inside the window (none for a run that has not reached it)."""
+    suite_table = _load_bench_module("suite_table")
+    records = [{"task": "dmc_b", "seed": 1, "xs": [10_000, 90_000, 100_000], "ys": [1.4, 100.0, 201.0]},
+               {"task": "dmc_b", "seed": 0, "xs": [10_000, 20_000], "ys": [0.0, 7.6]},
+               {"task": "dmc_a", "seed": 3, "xs": [95_000, 110_000, 120_000], "ys": [10.0, 20.0, 1000.0]}]
+    lines = suite_table.curves_table(records, (90_000, 110_000)).split("\n")
+    assert lines[2:] == ["| dmc_a | 3 | 95k-120k: 10 / 20 / 1000 | 15 |",  # 120k is past the window
+                         "| dmc_b | 0 | 10k-20k: 0 / 8 |  |",
+                         "| dmc_b | 1 | 10k-100k: 1 / 100 / 201 | 150 |"]  # (100 + 201) / 2 = 150.5
+
+
 def test_lever_table_averages_the_span_before_the_comparison_point(tmp_path):
     """bench/lever_table.py: training returns and test returns in (at - span, at], diagnostics of the training
     records there, the held-out over training reward loss, and a run short of `at` marked with where it is."""

@@ -6,8 +6,8 @@
 #
 #   research/runs_42.sh run OUT          one queue worker; start two on 2 cores (the suite's claims keep them
 #                                        apart, finished runs (here or published in bench/results) are skipped,
-#                                        stopped ones resume from checkpoints); ONLY=PATTERN limits a worker to
-#                                        the folders matching it
+#                                        stopped ones resume from checkpoints); ONLY="PATTERN ..." limits a
+#                                        worker to the folders matching one of them
 #   research/runs_42.sh stop OUT         stop the workers' runs before the machine goes: SIGTERM checkpoints each at
 #                                        its current update (a kill loses all since its last scheduled checkpoint,
 #                                        up to 250 updates), then the workers exit; `run` resumes them
@@ -319,16 +319,29 @@ EOF
   # beside the other worker, about 10 hours over the 12 runs): the head's 10-episode final evaluation and the
   # 10-episode test phases, what the tables read, stay; the comparison is reported over seeds 0-2 (2026-11-29).
   for seed in 3 4; do for task in $six; do echo "$bench4 $v4n v4 100000 $task $seed --compare-episodes=0"; done; done
-  # `alpha002_v4` (2026-11-30, on v4's snapshot): the head's temperature floor at 0.002 instead of 0.01. In the v4
-  # benchmark's runs the floor binds on walker-walk only among the six (20k to 60-70k, entropy +0.9 to -5.7 against
-  # its target of -6; its test phases rise near where it leaves the floor), and on walker-stand, never tuned on, to
-  # its end. 0.002 is 5x below v4's floor and 5x above where finger's temperature fell without one (4e-4), before
-  # DrQ-v2's exploration noise kept the head exploring. Targets: walker-walk (seeds 0, 1); dense check cheetah-run
-  # (seed 0); finger-spin (seed 0) as the check on what the floor was kept for. Against v4's runs at the same seeds
-  # at 50k. Runs in a third worker beside the benchmark's two (`ONLY=alpha002_v4`).
-  for entry in "dmc:walker-walk 0" "dmc:walker-walk 1" "dmc:cheetah-run 0" "dmc:finger-spin 0"; do
-    echo "alpha002_v4 $v4n v4 50000 $entry sac.min_alpha=0.002"
-  done
+  # Two levers on v4's snapshot (2026-11-30), each against v4's runs at the same seeds at 50k, in a third worker beside
+  # the benchmark's two (`ONLY="alpha002_v4 explsched50_v4"`), interleaved so each lever's first target runs first.
+  # - `alpha002_v4`: the head's temperature floor at 0.002 instead of 0.01. In the v4 runs the floor binds on
+  #   walker-walk (13k to 58k and 74k; the entropy above its target of -6) and finger-spin (13k to 21k-40k), and
+  #   only for a few records on ball_in_cup and cheetah-run 1; on walker-stand, never tuned on, to its end. 0.002 is
+  #   5x below v4's floor and 5x above where finger's temperature fell without one (4e-4), before DrQ-v2's
+  #   exploration noise kept the head exploring. Targets: walker-walk 0 and 1; checks: finger-spin 0 (what the
+  #   floor was kept for), cheetah-run 1 (dense, at the floor at 16k).
+  # - `explsched50_v4`: DrQ-v2's exploration schedule ending at 50k env steps instead of 100k (std 1.0 -> 0.1). Three
+  #   of the four dense v4 runs rose only at 90k, when the noise had fallen to 0.2 (cheetah-run 0 and 1 from 237 and
+  #   217 at 80k to 422 and 336; walker-walk 1 from 201 to 426); over the runs so far cheetah is 100-130 behind
+  #   DreamerV3 from 40k to 80k and level at 90k-100k. Targets: cheetah-run 0 and 1, walker-walk 0; check:
+  #   reacher-easy 0 (where the schedule's noise helped most).
+  cat <<EOF
+alpha002_v4 $v4n v4 50000 dmc:walker-walk 0 sac.min_alpha=0.002
+explsched50_v4 $v4n v4 50000 dmc:cheetah-run 0 sac.exploration_steps=50000
+alpha002_v4 $v4n v4 50000 dmc:walker-walk 1 sac.min_alpha=0.002
+explsched50_v4 $v4n v4 50000 dmc:cheetah-run 1 sac.exploration_steps=50000
+alpha002_v4 $v4n v4 50000 dmc:finger-spin 0 sac.min_alpha=0.002
+explsched50_v4 $v4n v4 50000 dmc:walker-walk 0 sac.exploration_steps=50000
+explsched50_v4 $v4n v4 50000 dmc:reacher-easy 0 sac.exploration_steps=50000
+alpha002_v4 $v4n v4 50000 dmc:cheetah-run 1 sac.min_alpha=0.002
+EOF
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
 }
@@ -342,9 +355,16 @@ run)
   # computes other last bits, as another machine does (docs/determinism.md).
   export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1} TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS:-1}
   queue | while read -r folder snapshot config steps task seed args; do
-    # ONLY (a shell pattern): this worker takes only the folders it matches, e.g. a lever's beside the benchmark
-    # shellcheck disable=SC2053
-    if [ -n "${ONLY:-}" ] && [[ $folder != $ONLY ]]; then continue; fi
+    # ONLY (shell patterns, space-separated): this worker takes only the folders one matches (levers beside the benchmark)
+    if [ -n "${ONLY:-}" ]; then
+      wanted= patterns=()
+      read -ra patterns <<< "$ONLY"  # split without expanding the patterns against this folder's files
+      for pattern in "${patterns[@]}"; do
+        # shellcheck disable=SC2053
+        if [[ $folder == $pattern ]]; then wanted=1; fi
+      done
+      if [ -z "$wanted" ]; then continue; fi
+    fi
     # a run published from an earlier machine is finished: a new machine does not run it again
     run=${task//[:-]/_}/seed$seed published=$repo/bench/results/levers_42/$folder/$run/result.json
     case $folder in dmc_vision_v*) published=$repo/bench/results/$folder/results/$run/result.json ;; esac

@@ -163,10 +163,10 @@ def curves_table(records: list[dict], window: tuple[int, int]) -> str:
              "|---|---|---|---|"]
     for record in sorted(records, key=lambda record: (record["task"], record["seed"])):
         points = list(zip(record["xs"], record["ys"]))
-        inside = [y for x, y in points if window[0] <= x <= window[1]]
         span = f"{points[0][0] / 1000:g}k-{points[-1][0] / 1000:g}k: " if points else ""
         returns = " / ".join(f"{y:.0f}" for _, y in points)
-        score = f"{statistics.mean(inside):.0f}" if inside else ""
+        scores = aggregate.window_scores([record], window).get(record["task"])  # the estimator's own window mean
+        score = f"{scores[0]:.0f}" if scores else ""
         lines.append(f"| {record['task']} | {record['seed']} | {span}{returns} | {score} |")
     return "\n".join(lines)
 

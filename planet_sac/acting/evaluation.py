@@ -85,6 +85,7 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
     check_run(logdir, video)
     _, agent, env, step = load_agent(logdir, overrides, seed)
     identity = {"logdir": logdir, "checkpoint_step": step, "seed": seed, "overrides": list(overrides)}
+    counts_given = episodes if isinstance(episodes, int) else dict(episodes)  # as the caller gave them, for `progress`
     kept = kept_results(progress, identity, counts)
     env = SeededResets(env, seed)
     fresh_rng = agent.policy.rng.state.numpy()
@@ -112,7 +113,7 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
                             "step": step, "episodes": counts[policy], "seconds": time.perf_counter() - start}
             if progress:
                 with atomic_open(progress) as file:
-                    json.dump({**identity, "episodes": episodes if isinstance(episodes, int) else dict(episodes), "policies": kept}, file, indent=1)
+                    json.dump({**identity, "episodes": counts_given, "policies": kept}, file, indent=1)
             yield policy, kept[policy]
     finally:
         env.close()

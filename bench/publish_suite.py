@@ -9,6 +9,10 @@ For every finished run (`SRC/results/<task>/seed<k>/result.json`) it copies that
 `SRC/runs/`), merges every record of `SRC/scores/*.json.gz` into `DEST/scores/` (a record replaces the one of
 the same task, method and seed; records only DEST holds, e.g. runs finished on another machine, stay), drops
 the run's `DEST/unfinished/<task>/seed<k>` copy, and redraws `DEST/curves.png` against the baselines.
+
+A run still going (or stopped) has its records so far copied instead: `SRC/runs/<task>/seed<k>/metrics.jsonl`
+(its whole lines; the run may be appending one) and `config.yaml` into `DEST/unfinished/<task>/seed<k>/`, with its
+`curves.png` drawn from that copy (as `planet-sac plot`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import shutil
 import sys
 
 from planet_sac.config import ConfigError
-from planet_sac.plotting import plot_scores, read_scores
+from planet_sac.plotting import plot_runs, plot_scores, read_scores
 from planet_sac.suite import add_score
 
 RUN_FILES = ("result.json", "metrics.jsonl", "config.yaml")
@@ -42,13 +46,61 @@ def finished_runs(src: str) -> list[str]:
     return runs
 
 
+def _copy_if_changed(data: bytes, path: str) -> bool:
+    """Writes `data` to `path` unless the file already holds it; True when written."""
+    if os.path.exists(path):
+        with open(path, "rb") as file:
+            if file.read() == data:
+                return False
+    with open(path, "wb") as file:
+        file.write(data)
+    return True
+
+
+def publish_unfinished(src: str, dest: str, finished: list[str]) -> list[str]:
+    """Copies the records so far of every run in `src/runs/` not in `finished` into `dest/unfinished/` and draws
+    its curves; returns the runs copied or changed (relative paths `unfinished/<task>/seed<k>`)."""
+    done = {tuple(run.split(os.sep)[1:]) for run in finished}
+    changed = []
+    for metrics in sorted(glob.glob(os.path.join(src, "runs", "*", "seed*", "metrics.jsonl"))):
+        run_dir = os.path.dirname(metrics)
+        task, seed = run_dir.split(os.sep)[-2:]
+        if (task, seed) in done:
+            continue
+        with open(metrics, "rb") as file:
+            records = file.read()
+        records = records[:records.rfind(b"\n") + 1]  # whole lines: the run may be writing its next one
+        if not records:
+            continue
+        target = os.path.join(dest, "unfinished", task, seed)
+        os.makedirs(target, exist_ok=True)
+        wrote = _copy_if_changed(records, os.path.join(target, "metrics.jsonl"))
+        config = os.path.join(run_dir, "config.yaml")
+        if os.path.exists(config):
+            with open(config, "rb") as file:
+                wrote = _copy_if_changed(file.read(), os.path.join(target, "config.yaml")) or wrote
+        if wrote:
+            changed.append(os.path.join("unfinished", task, seed))
+        if wrote or not os.path.exists(os.path.join(target, "curves.png")):
+            import matplotlib.pyplot as plt
+
+            try:
+                plot_runs([target], os.path.join(target, "curves.png"))
+            except ConfigError as error:  # no return or loss logged yet
+                print(f"no curves for {target}: {error}")
+            plt.close("all")
+    return changed
+
+
 def publish(src: str, dest: str, baselines: list[str]) -> list[str]:
-    """Copies `src`'s finished runs and score records into `dest` and redraws its figure; returns the runs copied
-    or changed (relative paths `results/<task>/seed<k>`)."""
+    """Copies `src`'s finished runs and score records into `dest` and redraws its figure, and the unfinished runs'
+    records so far (`publish_unfinished`); returns the runs copied or changed (relative paths `results/<task>/seed<k>`
+    and `unfinished/<task>/seed<k>`)."""
     if not os.path.isdir(os.path.join(src, "results")):
         raise ConfigError(f"{src} has no results/ folder: give the --out folder of `planet-sac suite`")
     changed = []
-    for run in finished_runs(src):
+    finished = finished_runs(src)
+    for run in finished:
         target = os.path.join(dest, run)
         os.makedirs(target, exist_ok=True)
         for name in RUN_FILES:
@@ -75,7 +127,7 @@ def publish(src: str, dest: str, baselines: list[str]) -> list[str]:
 
         plt.close(plot_scores(score_files, os.path.join(dest, "curves.png"), baselines=baselines,
                               budget=env_steps_budget(dest)))
-    return changed
+    return changed + publish_unfinished(src, dest, finished)
 
 
 def env_steps_budget(dest: str) -> float | None:

@@ -14,7 +14,8 @@
 #   research/runs_42.sh publish OUT      copy each lever run's metrics.jsonl, config.yaml and result.json into
 #                                        bench/results/levers_42/<lever>/<task>/seed<k>/ (a lever's score file into
 #                                        bench/results/levers_42/<lever>/scores/), and the benchmark's
-#                                        finished runs into bench/results/dmc_vision_v<N>/ (bench/publish_suite.py);
+#                                        finished runs into bench/results/dmc_vision_v<N>/ (bench/publish_suite.py;
+#                                        its unfinished runs' records so far into unfinished/<task>/seed<k>/);
 #                                        never checkpoints, episodes or event files
 #
 # OUT holds one suite folder per lever (OUT/<lever>/), the benchmark's (OUT/dmc_vision_v<N>/, one per config) and the

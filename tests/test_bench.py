@@ -223,6 +223,44 @@ def test_publish_suite_copies_finished_runs_and_merges_their_scores(tmp_path, ca
     assert "0 run(s) new or changed" in capsys.readouterr().out
 
 
+def test_publish_suite_copies_an_unfinished_runs_whole_records_so_far(tmp_path, capsys):
+    """bench/publish_suite.py: a run without result.json gets its metrics.jsonl up to its last whole line and its
+    config.yaml in DEST/unfinished/<task>/seed<k>/ with curves.png (never its checkpoints or episodes); a finished
+    run's records in runs/ are not copied there; unchanged records are not copied again."""
+    publish_suite = _load_bench_module("publish_suite")
+    src, dest = tmp_path / "out", tmp_path / "published"
+    finished = src / "results" / "dmc_a_b" / "seed1"
+    finished.mkdir(parents=True)
+    (finished / "result.json").write_text('{"task": "dmc:a-b", "seed": 1}')
+    lines = [json.dumps({"step": 25 * k, "phase": "train", "env_steps": 1000 * k, "train/return": float(k)})
+             for k in (1, 2, 3)]
+    for seed in (1, 2):
+        run = src / "runs" / "dmc_a_b" / f"seed{seed}"
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "ckpt-1.index").write_bytes(b"c")
+        (run / "train_episodes").mkdir()
+        (run / "train_episodes" / "episode.npz").write_bytes(b"e")
+        (run / "config.yaml").write_text(f"seed: {seed}\n")
+        (run / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 100, "pha')  # a line being written
+
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    assert "published unfinished/dmc_a_b/seed2" in capsys.readouterr().out
+    copy = dest / "unfinished" / "dmc_a_b" / "seed2"
+    assert sorted(p.name for p in copy.iterdir()) == ["config.yaml", "curves.png", "metrics.jsonl"]
+    assert (copy / "metrics.jsonl").read_text() == "\n".join(lines) + "\n"
+    assert (copy / "config.yaml").read_text() == "seed: 2\n"
+    assert (copy / "curves.png").stat().st_size > 0
+    assert not (dest / "unfinished" / "dmc_a_b" / "seed1").exists()
+    assert not list(dest.rglob("*.npz")) and not list(dest.rglob("ckpt-*"))
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    assert "0 run(s) new or changed" in capsys.readouterr().out
+    with open(src / "runs" / "dmc_a_b" / "seed2" / "metrics.jsonl", "a") as file:
+        file.write('se": "test", "env_steps": 4000, "test/return": 7.0}\n')
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    assert "published unfinished/dmc_a_b/seed2" in capsys.readouterr().out
+    assert (copy / "metrics.jsonl").read_text().endswith('"test/return": 7.0}\n')
+
+
 def test_the_published_figure_ends_at_the_budget_the_runs_were_asked_for(tmp_path):
     """A run that went a collection past --env-steps (101k of 100k) must not add a bin past the budget."""
     publish_suite = _load_bench_module("publish_suite")

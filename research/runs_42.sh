@@ -333,7 +333,7 @@ EOF
   #   217 at 80k to 422 and 336; walker-walk 1 from 201 to 426); over the runs so far cheetah is 100-130 behind
   #   DreamerV3 from 40k to 80k and level at 90k-100k. Targets: cheetah-run 0 and 1, walker-walk 0; check:
   #   reacher-easy 0 (where the schedule's noise helped most).
-  # Read 2026-11-30 14:20, alpha002 walker-walk 0 at 50k: train / test / final evaluation 179.7 / 238.4 / 230.9
+  # Read 2026-11-30 14:10, alpha002 walker-walk 0 at 50k: train / test / final evaluation 179.7 / 238.4 / 230.9
   # against v4's 243.8 / 280.5 / 246.1, inside the spread of one config's walker trajectories (112 at 50k); its
   # temperature, never at the new floor (lowest 0.0029 at 22k, the entropy at its target), was below v4's floor of
   # 0.01 from 13k to 36k only and at 0.0146 at 50k (v4's at its floor to 60k). No sign of the gain it was for: its

@@ -298,7 +298,9 @@ def test_a_test_phase_plays_its_episodes_in_parallel_environments(smoke_config, 
         env.close()
     assert sorted(index) == [[0], [1], [2], [3]]  # the seed episode, then the phase's three, each seed once
     phase = [episode for episode, (k,) in zip(episodes, index) if k > 0]
-    assert test["test/return"] == pytest.approx(np.mean([episode["reward"].sum() for episode in phase]), rel=1e-6)
+    returns = [episode["reward"].sum() for episode in phase]
+    assert test["test/return"] == pytest.approx(np.mean(returns), rel=1e-6)
+    assert np.std(returns) > 0 and test["test/return_std"] == pytest.approx(np.std(returns), rel=1e-6)  # not the variance
     # the held-out model loss of an image task, with the reconstruction errors on moving pixels and on the rest
     assert all(np.isfinite(test[f"test/{key}"]) for key in ("loss/image", "model/foreground_error", "model/background_error"))
     (frames,) = [frames for name, frames in videos if name == "eval/video"]

@@ -301,6 +301,13 @@ def test_a_test_phase_plays_its_episodes_in_parallel_environments(smoke_config, 
     returns = [episode["reward"].sum() for episode in phase]
     assert test["test/return"] == pytest.approx(np.mean(returns), rel=1e-6)
     assert np.std(returns) > 0 and test["test/return_std"] == pytest.approx(np.std(returns), rel=1e-6)  # not the variance
+    # the critic's diagnostic follows the phase's first episode (seed index 1): its real discounted returns G_t,
+    # t = 0 .. T-1, averaged over the first half, summed here term by term
+    first = phase[[k for (k,) in index if k > 0].index(1)]
+    reward, discount, gamma = first["reward"][1:], first["discount"][1:], config.sac.discount
+    real = [sum(gamma ** j * np.prod(discount[t:t + j]) * reward[t + j] for j in range(len(reward) - t))
+            for t in range(len(reward))]
+    assert test["test/sac/return_episode"] == pytest.approx(np.mean(real[:max(1, len(real) // 2)]), rel=1e-5)
     # the held-out model loss of an image task, with the reconstruction errors on moving pixels and on the rest
     assert all(np.isfinite(test[f"test/{key}"]) for key in ("loss/image", "model/foreground_error", "model/background_error"))
     (frames,) = [frames for name, frames in videos if name == "eval/video"]
@@ -319,3 +326,42 @@ def replays(env, seed: int, episode: dict) -> bool:
         if not (np.array_equal(obs["image"], episode["image"][t]) and np.isclose(reward, episode["reward"][t])):
             return False
     return True
+
+
+def test_the_held_out_loss_is_one_batch_of_test_chunks_and_waits_for_them(smoke_config, tmp_path, monkeypatch, caplog):
+    """PlaNet's held-out loss: one batch of `data.batch_size` chunks of `data.chunk_length` steps, each a stretch of a
+    test episode, through the learner's `evaluate`. While no test episode is as long as a chunk there is no loss (one
+    log line), and a later test phase finds the episodes that came since."""
+    import logging
+    import shutil
+
+    import numpy as np
+
+    from planet_sac.episodes.folder import list_episodes
+    from planet_sac.episodes.storage import load_episode
+    from planet_sac.training.trainer import Trainer
+
+    config = apply_overrides(smoke_config, ["data.test_seed_episodes=0"])
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    batches = []
+    evaluate = trainer.learner.evaluate
+    monkeypatch.setattr(trainer.learner, "evaluate", lambda batch: batches.append(batch) or evaluate(batch))
+    try:
+        trainer.collect_seed_episodes()  # 2 training episodes, no test episode
+        with caplog.at_level(logging.INFO, logger="planet_sac"):
+            assert trainer.test_phases.held_out_loss() == {}
+        assert "no held-out model loss this test phase" in caplog.text and not batches
+        source = list_episodes(str(tmp_path / "run" / "train_episodes"))[0]
+        os.makedirs(tmp_path / "run" / "test_episodes", exist_ok=True)
+        moved = shutil.move(source, tmp_path / "run" / "test_episodes")  # an episode arrives in test_episodes/ (only)
+        loss = trainer.test_phases.held_out_loss()
+    finally:
+        trainer.close()
+    assert np.isfinite(loss["test/loss/total"]) and np.isfinite(loss["test/loss/reward"])
+    (batch,) = batches
+    episode = load_episode(str(moved))
+    obs = np.asarray(batch[config.env.obs])
+    assert obs.shape[:2] == (config.data.batch_size, config.data.chunk_length)
+    stretches = [episode[config.env.obs][t:t + config.data.chunk_length]
+                 for t in range(len(episode["action"]) - config.data.chunk_length + 1)]
+    assert all(any(np.array_equal(chunk, stretch) for stretch in stretches) for chunk in obs)

@@ -299,7 +299,7 @@ def test_a_test_phase_plays_its_episodes_in_parallel_environments(smoke_config, 
     assert sorted(index) == [[0], [1], [2], [3]]  # the seed episode, then the phase's three, each seed once
     phase = [episode for episode, (k,) in zip(episodes, index) if k > 0]
     returns = [episode["reward"].sum() for episode in phase]
-    assert test["test/return"] == pytest.approx(np.mean(returns), rel=1e-6)
+    assert test["test/return"] == pytest.approx(np.mean(returns), rel=1e-6) == test["test/return/sac"]  # its name too
     assert np.std(returns) > 0 and test["test/return_std"] == pytest.approx(np.std(returns), rel=1e-6)  # not the variance
     # the critic's diagnostic follows the phase's first episode (seed index 1): its real discounted returns G_t,
     # t = 0 .. T-1, averaged over the first half, summed here term by term

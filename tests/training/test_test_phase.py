@@ -303,7 +303,7 @@ def test_a_test_phase_plays_its_episodes_in_parallel_environments(smoke_config, 
     assert np.std(returns) > 0 and test["test/return_std"] == pytest.approx(np.std(returns), rel=1e-6)  # not the variance
     # the critic's diagnostic follows the phase's first episode (seed index 1): its real discounted returns G_t,
     # t = 0 .. T-1, averaged over the first half, summed here term by term
-    first = phase[[k for (k,) in index if k > 0].index(1)]
+    (first,) = [episode for episode, (k,) in zip(episodes, index) if k == 1]
     reward, discount, gamma = first["reward"][1:], first["discount"][1:], config.sac.discount
     real = [sum(gamma ** j * np.prod(discount[t:t + j]) * reward[t + j] for j in range(len(reward) - t))
             for t in range(len(reward))]

@@ -106,10 +106,8 @@ def run_variables(agent: Agent, learner: Learner, counters: Counters, run_state:
     """What a checkpoint of the run holds, by name: the world model, the SAC head, the optimizers, the learner's
     (its counts of skipped updates), `counters/`, `run_state/`, and the learner's and policy's random-number
     streams (`learner/rng_state`, `policy/rng_state`). Not which policy acts in each phase, which the config sets."""
-    variables = named_variables([agent.world_model, agent.sac, learner.optimizer, learner, counters, run_state],
-                                extra={"learner/rng_state": learner.rng.state, "policy/rng_state": agent.policy.rng.state})
-    variables.pop("policy/phase_policy", None)
-    return variables
+    return named_variables([agent.world_model, agent.sac, learner.optimizer, learner, counters, run_state],
+                           extra={"learner/rng_state": learner.rng.state, "policy/rng_state": agent.policy.rng.state})
 
 
 def run_checkpointer(logdir: str, variables: dict[str, tf.Variable]) -> Checkpointer:

@@ -632,10 +632,13 @@ def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_r
 
 
 @pytest.mark.slow
-def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(tmp_path, monkeypatch):
-    """The kill comes after the second test phase saved its episode, before its checkpoint. The resumed run redoes
-    the phase and ends with an uninterrupted run's test episodes (2 seed + 1 per phase), the first attempt's
-    episode kept aside in test_episodes/interrupted/ (it used to join the held-out data: one too many)."""
+@pytest.mark.parametrize("killed", ["before its record", "after its record"])
+def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(tmp_path, monkeypatch, killed):
+    """The kill comes after the second test phase saved its episode, before its checkpoint: before its record was
+    written, or after (the record at its step is then dropped on resume, as the checkpoint does not hold the phase).
+    The resumed run redoes the phase and ends with an uninterrupted run's test records (one per phase) and test
+    episodes (2 seed + 1 per phase), the first attempt's episode kept aside in test_episodes/interrupted/ (it used to
+    join the held-out data: one too many)."""
     from planet_sac.config_loading import load_config
     from planet_sac.training import test_phase as test_phase_module
     from planet_sac.training import trainer as trainer_module
@@ -643,20 +646,30 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
     settings = ["schedule.train_phase_steps=5", "schedule.test_episodes=1", "data.test_seed_episodes=2",
                 "schedule.checkpoint_every=5"]
     config = load_config(SMOKE, [*RESUME_SETTINGS, *settings])
-    real = test_phase_module.critic_vs_returns
+    real_critic, real_log = test_phase_module.critic_vs_returns, trainer_module.Trainer._log
     calls = []
 
-    def killed_in_the_second_phase(*args, **kwargs):  # runs after the phase's episode is saved, before its checkpoint
+    def critic_vs_returns(*args, **kwargs):  # runs after the phase's episode is saved, before its record
         calls.append(1)
-        if len(calls) == 2:
+        if killed == "before its record" and len(calls) == 2:
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        return real_critic(*args, **kwargs)
 
-    monkeypatch.setattr(test_phase_module, "critic_vs_returns", killed_in_the_second_phase)
+    def log(trainer, values, phase):  # the record written, its checkpoint not yet
+        record = real_log(trainer, values, phase)
+        if killed == "after its record" and phase == "test" and len(calls) == 2:
+            raise KeyboardInterrupt
+        return record
+
+    monkeypatch.setattr(test_phase_module, "critic_vs_returns", critic_vs_returns)
+    monkeypatch.setattr(trainer_module.Trainer, "_log", log)
     logdir = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         trainer_module.train(config, str(logdir), train_steps=10, progress=False)
-    monkeypatch.setattr(test_phase_module, "critic_vs_returns", real)
+    written = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in written if r.get("phase") == "test"] == ([5] if killed == "before its record" else [5, 10])
+    monkeypatch.setattr(test_phase_module, "critic_vs_returns", real_critic)
+    monkeypatch.setattr(trainer_module.Trainer, "_log", real_log)
     trainer_module.train(config, str(logdir), train_steps=10, progress=False)
     records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     phases = [r["step"] for r in records if r.get("phase") == "test"]

@@ -594,6 +594,9 @@ def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collectio
     set_aside = 1 if stopped == "between_checkpoints" else 3  # the seed episodes too: ckpt-0 has none
     assert f"{set_aside} training episode(s) written after that checkpoint moved to" in trainer.start_message
     assert len(list((logdir / "train_episodes" / "interrupted").glob("*.npz"))) == set_aside
+    on_disk = len(list_episodes(str(logdir / "train_episodes")))  # from the restore on, the counters count the files
+    assert int(trainer.counters.train_episodes.numpy()) == on_disk == len(written) - set_aside
+    assert int(trainer.counters.env_steps.numpy()) == on_disk * 50 * 2
     trainer.run(total)
     trainer.close()
     assert len(list_episodes(str(logdir / "train_episodes"))) == 2 + total // 5
@@ -677,6 +680,30 @@ def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(
     assert len(list_episodes(str(logdir / "test_episodes"))) == 2 + len(phases)
     assert len(list_episodes(str(logdir / "test_episodes" / "interrupted"))) == 1
     assert [name for name in os.listdir(logdir / "test_episodes") if name.startswith(".")] == []
+
+
+def test_a_resumed_offline_run_never_moves_its_data_even_when_the_folder_grew(tmp_path):
+    """Offline, the training folder is the user's data: a resume sets nothing aside, also when episodes were added to
+    it after the checkpoint (which a collecting run would take for its own collections, written after it)."""
+    from planet_sac.config_loading import load_config
+    from planet_sac.training.trainer import Trainer
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shipped = list_episodes(str(ROOT / "data" / "pendulum_state"))
+    for path in shipped[:3]:
+        shutil.copy(path, data)
+    config = load_config(SMOKE, RESUME_SETTINGS)
+    trainer = Trainer(config, str(tmp_path / "run"), offline_data=str(data), progress=False)
+    trainer.run(10)
+    trainer.close()
+    for path in shipped[3:]:  # the data grew after the checkpoint at 10
+        shutil.copy(path, data)
+    trainer = Trainer(config, str(tmp_path / "run"), offline_data=str(data), progress=False)
+    assert "after that checkpoint" not in trainer.start_message
+    trainer.run(20)
+    trainer.close()
+    assert sorted(os.listdir(data)) == sorted(os.path.basename(path) for path in shipped)  # nothing moved, no interrupted/
 
 
 @pytest.mark.slow

@@ -597,6 +597,8 @@ def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collectio
     on_disk = len(list_episodes(str(logdir / "train_episodes")))  # from the restore on, the counters count the files
     assert int(trainer.counters.train_episodes.numpy()) == on_disk == len(written) - set_aside
     assert int(trainer.counters.env_steps.numpy()) == on_disk * 50 * 2
+    # the test seed episode too (ckpt-0, written before it, does not count it)
+    assert int(trainer.counters.test_episodes.numpy()) == len(list_episodes(str(logdir / "test_episodes"))) == 1
     trainer.run(total)
     trainer.close()
     assert len(list_episodes(str(logdir / "train_episodes"))) == 2 + total // 5

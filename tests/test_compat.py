@@ -48,9 +48,13 @@ def test_an_old_run_resumes_exactly_where_it_stopped(tmp_path):
     logdir = tmp_path / "run"
     shutil.copytree(OLD_RUN, logdir)
     config = resolve_run_config(str(logdir))
+    episodes = sorted(path.name for path in (logdir / "train_episodes").glob("*.npz"))
     trainer = Trainer(config, str(logdir), progress=False)
     try:
         assert trainer.start_message.startswith("resumed") and int(trainer.counters.step.numpy()) == 10
+        # Its checkpoint names no episodes (no run_state/): its counters say none was written after it, so none moves.
+        assert sorted(path.name for path in (logdir / "train_episodes").glob("*.npz")) == episodes and len(episodes) > 1
+        assert not (logdir / "train_episodes" / "interrupted").exists()
         for name in ("world_model/rssm/gru/gates_kernel", "optimizer/world_model/iterations", "learner/rng_state", "counters/test_phases"):
             np.testing.assert_array_equal(trainer.variables[name].numpy(), stored(name))
         trainer.run(train_steps=12)

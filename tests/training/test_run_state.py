@@ -46,3 +46,35 @@ def test_a_resumed_run_acts_with_its_configs_policies_and_its_checkpoints_random
         np.testing.assert_array_equal(resumed.agent.policy.rng.state.numpy(), drawn)
     finally:
         resumed.close()
+
+
+def test_a_replay_without_a_checkpointed_state_is_seeded_by_the_seed_plus_the_step(smoke_config, tmp_path):
+    """A checkpoint without the replay's state (from before exact resume) resumes with a replay seeded `seed` + its
+    step: at step 7 it draws the chunks a run of seed + 7 draws at its start, not those its own start drew again."""
+    import shutil
+
+    import numpy as np
+
+    from planet_sac.episodes.folder import EpisodeFolder, list_episodes
+    from planet_sac.episodes.storage import EpisodeSpec
+    from planet_sac.training.run_state import RunState
+    from tests.conftest import ROOT
+
+    folder = tmp_path / "train_episodes"
+    folder.mkdir()
+    for path in list_episodes(str(ROOT / "data" / "pendulum_state")):
+        shutil.copy(path, folder)
+    spec = EpisodeSpec(obs=(("state", (3,), "float32"),), action_dim=1)
+
+    def first_batch(seed: int, step: int) -> np.ndarray:
+        counters = Counters()
+        counters.step.assign(step)
+        config = apply_overrides(smoke_config, [f"seed={seed}"])
+        progress = RunProgress(config, "unused", counters, RunState(), None, None, EpisodeFolder(str(folder)), None,  # type: ignore[arg-type]
+                               collects=True)
+        dataset, _ = progress.train_replay(4, spec)
+        return next(iter(dataset))["state"].numpy()
+
+    resumed = first_batch(seed=3, step=7)
+    np.testing.assert_array_equal(resumed, first_batch(seed=10, step=0))
+    assert not np.array_equal(resumed, first_batch(seed=3, step=0))

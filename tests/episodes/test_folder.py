@@ -81,6 +81,19 @@ def test_set_aside_moves_episodes_into_interrupted_where_no_replay_reads_them(fo
     assert [os.path.basename(path) for path in folder.interrupted.paths()] == [names["second"], names["aside"]]
 
 
+def test_setting_aside_an_episode_already_in_interrupted_replaces_that_copy(folder):
+    """An episode copied back from interrupted/ by hand and set aside again (a later resume) replaces the older copy
+    instead of failing the resume."""
+    folder, names = folder
+    again = os.path.join(folder.directory, names["aside"])
+    with open(again, "wb") as file:
+        file.write(b"the copy brought back")
+    assert folder.set_aside([again]) == 1
+    assert not os.path.exists(again)
+    with open(os.path.join(folder.interrupted.directory, names["aside"]), "rb") as file:
+        assert file.read() == b"the copy brought back"
+
+
 def test_settle_moves_checkpointed_phases_up_and_later_ones_to_interrupted(tmp_path):
     folder = EpisodeFolder(str(tmp_path / "test_episodes"))
     staged = {phase: folder.stage(phase).write(episode(5, value=phase)) for phase in (1, 2, 3)}

@@ -41,6 +41,56 @@ def gif_frames(value) -> list[np.ndarray]:
     return frames
 
 
+def test_a_record_after_a_partial_last_line_starts_a_line_of_its_own(tmp_path):
+    """A run killed mid-write left half a record: the next run's first record is still a whole line of its own."""
+    (tmp_path / "metrics.jsonl").write_text('{"step": 5, "phase": "train"}\n{"step": 10, "loss/to')
+    logger = Logger(str(tmp_path))
+    try:
+        logger.scalars(10, {"loss/total": 2.5}, phase="train")
+    finally:
+        logger.close()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert lines[:2] == ['{"step": 5, "phase": "train"}', '{"step": 10, "loss/to']
+    assert {key: value for key, value in json.loads(lines[2]).items() if key != "time"} == {
+        "step": 10, "phase": "train", "loss/total": 2.5}
+
+
+def test_an_event_file_cut_short_by_a_kill_is_mended_even_with_nothing_to_drop(tmp_path):
+    """Resuming at the last logged step drops no event, but the record a kill cut short goes: the file is whole
+    records again, which a reader takes to its end without a data-loss error."""
+    first = Logger(str(tmp_path))
+    for step in (1, 2):
+        first.scalars(step, {"loss/total": float(step)}, phase="train")
+    first.close()
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    with open(path, "rb") as file:
+        header = file.read(12)  # a record's length and its checksum
+    with open(path, "ab") as file:
+        file.write(header + b"\x00\x00")  # a record cut short by the kill: its header whole, its data not
+    with pytest.raises(tf.errors.DataLossError):
+        list(tf.data.TFRecordDataset(str(path)))
+    second = Logger(str(tmp_path))
+    assert second.drop_after(2, test_pending=False) == 0  # no record of metrics.jsonl goes
+    second.close()
+    events = [tf.compat.v1.Event.FromString(record.numpy()) for record in tf.data.TFRecordDataset(str(path))]
+    assert [event.step for event in events if event.summary.value] == [1, 2]
+
+
+def test_a_non_finite_value_is_logged_as_null_and_left_out_of_tensorboard(tmp_path):
+    """metrics.jsonl stays strict JSON (no NaN or Infinity, which JSON does not have): a diverged loss is `null` there,
+    and TensorBoard gets the finite values only."""
+    logger = Logger(str(tmp_path))
+    try:
+        record = logger.scalars(3, {"loss/total": float("nan"), "loss/kl": float("inf"), "loss/reward": 0.5}, phase="train")
+    finally:
+        logger.close()
+    (line,) = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert "NaN" not in line and "Infinity" not in line
+    assert json.loads(line)["loss/total"] is None and json.loads(line)["loss/kl"] is None
+    assert record["loss/reward"] == 0.5 and json.loads(line)["loss/reward"] == 0.5
+    assert set(summaries(str(tmp_path))) == {"loss/reward"}
+
+
 def test_gif_round_trip_keeps_frames():
     rng = np.random.default_rng(0)
     frames = np.zeros((4, 8, 12, 3), np.uint8)

@@ -91,13 +91,26 @@ def test_a_non_finite_value_is_logged_as_null_and_left_out_of_tensorboard(tmp_pa
     assert set(summaries(str(tmp_path))) == {"loss/reward"}
 
 
+def test_last_record_is_the_newest_that_matches(tmp_path):
+    logger = Logger(str(tmp_path))
+    try:
+        for step, phase in ((5, "train"), (5, "test"), (10, "train"), (10, "test"), (15, "train")):
+            logger.scalars(step, {"x": float(step)}, phase=phase)
+        assert logger.last_record(lambda record: record["phase"] == "test")["step"] == 10
+        assert logger.last_record(lambda record: True)["step"] == 15
+        assert logger.last_record(lambda record: record["phase"] == "eval") == {}
+    finally:
+        logger.close()
+
+
 def test_gif_round_trip_keeps_frames():
     rng = np.random.default_rng(0)
     frames = np.zeros((4, 8, 12, 3), np.uint8)
     for index in range(4):
         frames[index, :, : 3 * (index + 1)] = rng.integers(0, 255, 3)  # a growing bar of one colour per frame
-    decoded = Image.open(io.BytesIO(encode_gif(frames)))
+    decoded = Image.open(io.BytesIO(encode_gif(frames, fps=5)))
     assert decoded.n_frames == 4
+    assert decoded.info["loop"] == 0 and decoded.info["duration"] == 200  # loops for ever, 5 frames a second
     for index in range(4):
         decoded.seek(index)
         np.testing.assert_array_equal(np.asarray(decoded.convert("RGB")), frames[index])

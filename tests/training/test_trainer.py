@@ -95,6 +95,24 @@ def test_a_stop_signal_ends_the_loop_after_the_current_step_with_a_checkpoint(sm
     assert events[-4:] == [("checkpoint", 4), ("update", 5), ("train record", 5), ("checkpoint", 5)]
     assert last["step"] == 5 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 5
     assert signal.getsignal(signal.SIGTERM) is before
+    assert trainer.stopped == (signal.SIGTERM, 5, 6)  # what `train` raises as TrainingStopped
+
+
+def test_a_stop_signal_during_the_last_update_leaves_a_finished_run(smoke_config, tmp_path):
+    """A run that reaches its target in the step the signal came in is finished, not stopped: `stopped` stays None,
+    so `train` returns and the suite goes on to the final evaluation instead of reporting a stop."""
+    config = apply_overrides(smoke_config, TINY)
+
+    def stop_at_the_end(step: int) -> None:
+        if step == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer, _ = spied_trainer(config, str(tmp_path / "run"), on_update=stop_at_the_end)
+    try:
+        trainer.run(6)
+    finally:
+        trainer.close()
+    assert int(trainer.counters.step.numpy()) == 6 and trainer.stopped is None
 
 
 def test_close_closes_the_environments_and_releases_the_lock_once(smoke_config, tmp_path):

@@ -29,7 +29,7 @@ from planet_sac.cli import main
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.storage import load_episode
 from planet_sac.training.run_lock import LOCK_FILE, RunLockedError, lock_run
-from tests.conftest import CONFIGS, ROOT, logged_warnings, save_version
+from tests.conftest import CONFIGS, DATA, ROOT, logged_warnings, save_version
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
@@ -692,7 +692,7 @@ def test_a_resumed_offline_run_never_moves_its_data_even_when_the_folder_grew(tm
 
     data = tmp_path / "data"
     data.mkdir()
-    shipped = list_episodes(str(ROOT / "data" / "pendulum_state"))
+    shipped = list_episodes(str(DATA / "pendulum_state"))
     for path in shipped[:3]:
         shutil.copy(path, data)
     config = load_config(SMOKE, RESUME_SETTINGS)

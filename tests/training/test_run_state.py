@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+
+import numpy as np
 import pytest
 
+from planet_sac.config import POLICIES
 from planet_sac.config_loading import apply_overrides
-from planet_sac.training.run_state import Counters, RunProgress
+from planet_sac.episodes.folder import EpisodeFolder, list_episodes
+from planet_sac.episodes.storage import EpisodeSpec
+from planet_sac.training.run_state import Counters, RunProgress, RunState
+from planet_sac.training.trainer import Trainer
+from tests.conftest import DATA
 
 
 @pytest.mark.parametrize("step, on_disk, at_checkpoint, expected", [
@@ -27,11 +35,6 @@ def test_episodes_collected_after_a_checkpoint(smoke_config, step, on_disk, at_c
 def test_a_resumed_run_acts_with_its_configs_policies_and_its_checkpoints_random_stream(smoke_config, tmp_path):
     """The checkpoint holds the policy's random stream (`policy/rng_state`) but not which policy acts in each phase:
     a run resumed with other `policy.train` / `policy.test` (`--force`) acts with the ones its config names now."""
-    import numpy as np
-
-    from planet_sac.config import POLICIES
-    from planet_sac.training.trainer import Trainer
-
     logdir = str(tmp_path / "run")
     first = Trainer(apply_overrides(smoke_config, ["policy.train=random", "policy.test=cem"]), logdir, progress=False)
     first.agent.policy.rng.reset_from_seed(1234)  # a stream no fresh run starts from
@@ -51,18 +54,9 @@ def test_a_resumed_run_acts_with_its_configs_policies_and_its_checkpoints_random
 def test_a_replay_without_a_checkpointed_state_is_seeded_by_the_seed_plus_the_step(smoke_config, tmp_path):
     """A checkpoint without the replay's state (from before exact resume) resumes with a replay seeded `seed` + its
     step: at step 7 it draws the chunks a run of seed + 7 draws at its start, not those its own start drew again."""
-    import shutil
-
-    import numpy as np
-
-    from planet_sac.episodes.folder import EpisodeFolder, list_episodes
-    from planet_sac.episodes.storage import EpisodeSpec
-    from planet_sac.training.run_state import RunState
-    from tests.conftest import ROOT
-
     folder = tmp_path / "train_episodes"
     folder.mkdir()
-    for path in list_episodes(str(ROOT / "data" / "pendulum_state")):
+    for path in list_episodes(str(DATA / "pendulum_state")):
         shutil.copy(path, folder)
     spec = EpisodeSpec(obs=(("state", (3,), "float32"),), action_dim=1)
 

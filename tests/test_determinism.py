@@ -89,20 +89,6 @@ def test_replay_samples_by_content_not_by_file_names(tmp_path):
     np.testing.assert_array_equal(np.stack(chunks[0]), np.stack(chunks[1]))
 
 
-def test_trainer_turns_on_op_determinism_and_turns_off_grappler(tmp_path):
-    import tensorflow as tf
-    from tensorflow.python.framework import config as tf_config  # the public API can enable it only
-
-    from planet_sac.training.trainer import Trainer
-
-    tf_config.disable_op_determinism()  # whatever an earlier test in this process did
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
-    trainer = Trainer(load_config(SMOKE), str(tmp_path / "run"), progress=False)
-    trainer.close()
-    assert tf_config.is_op_determinism_enabled()
-    assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
-
-
 def test_every_tensorflow_command_turns_on_op_determinism_and_turns_off_grappler():
     """Here `variables`: a command that trains nothing computes as training does (evaluate, collect, export too)."""
     import tensorflow as tf
@@ -172,7 +158,12 @@ def test_batches_are_drawn_on_demand_so_new_episodes_enter_at_a_fixed_batch(tmp_
     assert 2.0 in set(np.unique(second["reward"]))
 
 
-def test_the_trainer_draws_batches_on_demand(tmp_path, monkeypatch):
+def test_the_trainer_turns_on_op_determinism_turns_off_grappler_and_draws_batches_on_demand(tmp_path, monkeypatch):
+    """One Trainer (a run of 0 updates, which makes its dataset and traces no update) for both: it turns on op
+    determinism and turns off Grappler, and its dataset draws batches on demand (prefetch 0)."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config  # the public API can enable it only
+
     from planet_sac.training import run_state as run_state_module
     from planet_sac.training import trainer as trainer_module
 
@@ -184,6 +175,10 @@ def test_the_trainer_draws_batches_on_demand(tmp_path, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(run_state_module, "make_dataset", recording)
+    tf_config.disable_op_determinism()  # whatever an earlier test in this process did
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
     # Trainer.run makes its dataset before the first update: a run of 0 updates makes it and traces no update.
     trainer_module.train(load_config(SMOKE), str(tmp_path / "run"), progress=False, train_steps=0)
+    assert tf_config.is_op_determinism_enabled()
+    assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
     assert calls and all(call.get("prefetch") == 0 for call in calls)

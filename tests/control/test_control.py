@@ -349,33 +349,6 @@ def switch_phases_and_policies(policy, envs: int) -> None:
             assert np.all(np.abs(action.numpy()) <= 1.0)
 
 
-@pytest.mark.slow
-def test_switching_phase_and_policy_never_retraces():
-    """The graph policy; the XLA policy switches too in test_xla_policy_computes_what_the_graph_policy_computes."""
-    model, sac = tiny_agent(action_size=1)
-    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="cem", test="sac",
-                    jit_compile=False)
-    switch_phases_and_policies(policy, 3)
-    assert policy.traces == 1
-
-
-@pytest.mark.slow
-def test_policy_dispatch_follows_the_phase_mapping():
-    model, sac = tiny_agent(action_size=1)
-    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4, exploration_noise=0.0),
-                    train="random", test="sac")
-    obs = tf.zeros([1, 3])
-    state = policy.initial_state(1)
-    for _ in range(2):  # SAC's mode in the test phase, at the latent state it filtered
-        action, (latent, *_) = policy.act(obs, state, "test")
-        mode = np.tanh(ref.actor(sac, ref.features({key: value.numpy() for key, value in latent.items()}))[0])
-        np.testing.assert_allclose(action.numpy(), mode, rtol=1e-5, atol=1e-6)
-    random = [policy.act(obs, state, "train")[0].numpy() for _ in range(3)]
-    assert not np.allclose(random[0], random[1])  # random policy in the train phase
-    with pytest.raises(ValueError, match="unknown policy 'ppo'"):
-        policy.set_policies(train="ppo")
-
-
 # Each branch of the compiled policy, made observable: a test that swaps two branches fails.
 
 # Horizon 1: the first action is also the last, so the value at the horizon judges it.
@@ -426,38 +399,6 @@ def test_known_optimum_agent_is_what_it_claims():
     assert plain[0] < plain[1] < plain[2] and guided[0] > guided[1] > guided[2]
 
 
-def test_the_policy_filters_with_the_action_it_took():
-    """The posterior at step 2 is the numpy RSSM's from step 1's sample under step 1's action (the mean and the
-    deterministic state, which no noise enters), and the state handed back carries that action."""
-    model, sac = tiny_agent(action_size=2)
-    for variable in model.rssm.variables:  # a prior that depends on the action
-        variable.assign(tf.random.stateless_normal(variable.shape, [2, 3], stddev=0.5))
-    policy = Policy(model, sac, CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2), train="random", test="sac")
-    obs = tf.random.stateless_normal([3, 3], [4, 5])
-    action, state = policy.act(obs, policy.initial_state(3), "train")
-    np.testing.assert_array_equal(state[1].numpy(), action.numpy())
-    latent = {key: value.numpy() for key, value in state[0].items()}
-    _, (after, *_) = policy.act(obs, state, "train")
-    prior = ref.img_step(model.rssm, latent["stoch"], latent["deter"], action.numpy(), np.zeros([3, TINY.stoch_size]))
-    hidden = ref.dense(np.concatenate([prior["deter"], model.embed(obs).numpy()], -1), model.rssm.posterior_hidden, ref.relu)
-    mean, _, _ = ref.gaussian(ref.dense(hidden, model.rssm.posterior_out), np.zeros([3, TINY.stoch_size]),
-                              model.rssm.min_stddev)
-    np.testing.assert_allclose(after["deter"].numpy(), prior["deter"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(after["mean"].numpy(), mean, rtol=1e-5, atol=1e-5)
-
-
-def test_guided_cem_draws_its_guide_fraction_of_the_population_from_the_actor():
-    """With the whole population drawn from the actor's mode (guide_fraction 1, actor_std 0), every candidate is
-    the actor's constant action, so the plan is that action whatever the critic prefers (-1 here)."""
-    model, sac = known_optimum_agent()
-    zero(sac.actor)
-    sac.actor.out.bias[0].assign(math.atanh(-0.3))  # the actor's mode: tanh(atanh(-0.3)) in every state
-    config = dataclasses.replace(BRANCH_CEM, guide_fraction=1.0, actor_std=0.0)
-    policy = Policy(model, sac, config, train="sac_guided_cem", test="sac_guided_cem")
-    action, _ = policy.act(tf.zeros([2, 3]), policy.initial_state(2), "test")
-    np.testing.assert_allclose(action.numpy(), -0.3, rtol=0, atol=1e-5)
-
-
 def test_guided_cem_rounds_its_guide_fraction_of_the_population_to_the_nearest_count():
     """guide_fraction 0.38 of 10 candidates: round(3.8) = 4 trajectories of the actor's mode (actor_std 0: its constant
     action -0.3) after the 6 sampled ones."""
@@ -477,30 +418,25 @@ def test_guided_cem_rounds_its_guide_fraction_of_the_population_to_the_nearest_c
 
 
 @pytest.mark.slow
-def test_cem_plans_and_guided_cem_follows_the_critic():
-    """The CEM branch returns the planned action and the SAC-guided CEM branch follows the critic.
-
-    One graph policy (XLA: test_xla_policy_...) on the known-optimum agent, its branches switched without a
-    retrace: CEM in the train and the test phase finds the top of the reward; SAC-guided CEM follows the critic."""
-    model, sac = known_optimum_agent()
-    policy = Policy(model, sac, BRANCH_CEM, train="cem", test="cem", jit_compile=False)
-    for phase in ("train", "test"):
-        action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
-        assert np.all(action.numpy() > 0.8), (phase, action)  # the planner finds the top of the reward
-    policy.set_policies(train="sac_guided_cem", test="sac_guided_cem")
-    for phase in ("train", "test"):
-        action, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), phase)
-        assert np.all(action.numpy() < -0.6), (phase, action)  # the value at the horizon outweighs the rewards
-    assert policy.traces == 1
-
-
-@pytest.mark.slow
 def test_xla_policy_computes_what_the_graph_policy_computes():
     """One XLA-compiled policy (one compile for all branches): CEM finds the top of the reward, SAC-guided CEM
     follows the critic, and the deterministic parts are the graph's numbers: the posterior's mean and std, and SAC's
     mode (test phase) at the posterior sample each drew (XLA draws its own stream from the same seed). Switching
-    phase and policy (every pair of SWITCHES, in both phases) never retraces it."""
+    phase and policy (every pair of SWITCHES, in both phases) never retraces it.
+
+    The graph policy first shows the same on its own, its branches switched without a retrace: CEM in the train and
+    the test phase finds the top of the reward; SAC-guided CEM follows the critic."""
     model, sac = known_optimum_agent()
+    graph = Policy(model, sac, BRANCH_CEM, train="cem", test="cem", seed=3, jit_compile=False)
+    for phase in ("train", "test"):
+        action, _ = graph.act(tf.zeros([4, 3]), graph.initial_state(4), phase)
+        assert np.all(action.numpy() > 0.8), (phase, action)  # the planner finds the top of the reward
+    graph.set_policies(train="sac_guided_cem", test="sac_guided_cem")
+    for phase in ("train", "test"):
+        action, _ = graph.act(tf.zeros([4, 3]), graph.initial_state(4), phase)
+        assert np.all(action.numpy() < -0.6), (phase, action)  # the value at the horizon outweighs the rewards
+    assert graph.traces == 1
+
     policy = Policy(model, sac, BRANCH_CEM, train="cem", test="sac_guided_cem", seed=3, jit_compile=True)
     planned, _ = policy.act(tf.zeros([4, 3]), policy.initial_state(4), "train")
     assert np.all(planned.numpy() > 0.8), planned
@@ -508,7 +444,8 @@ def test_xla_policy_computes_what_the_graph_policy_computes():
     assert np.all(guided.numpy() < -0.6), guided
     obs = tf.random.stateless_normal([4, 3], seed=[0, 1])
     policy.set_policies(test="sac")
-    graph = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=3, jit_compile=False)
+    graph.set_policies(train="sac", test="sac")
+    graph.rng.reset_from_seed(3)  # the stream it started with
     latents = []
     for acting in (graph, policy):
         action, (latent, *_) = acting.act(obs, acting.initial_state(4), "test")
@@ -542,62 +479,6 @@ def test_policy_jit_compile_key_acts_through_xla_with_its_own_reproducible_strea
     values = draws[True][0].ravel()
     assert values.min() >= -1.0 and values.max() <= 1.0
     assert abs(values.mean()) < 0.05 and abs(values.std() - 1 / np.sqrt(3)) < 0.03  # U(-1, 1): std 0.577
-
-
-@pytest.mark.slow
-def test_sac_branch_returns_the_actor_mode_in_test_and_samples_in_train():
-    """Test phase: tanh(actor mean) of a posterior *sample*, as the model and SAC train on (and as PlaNet's
-    MPCAgent and Dreamer's policy act), computed here in numpy with the policy's first normal draw as noise."""
-    model, sac = tiny_agent(action_size=2)
-    rng = np.random.default_rng(3)
-    for variable in model.rssm.variables + sac.actor.variables:
-        variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
-    policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=11)
-    obs = rng.normal(size=(5, 3)).astype(np.float32)
-    action, (latent, *_) = policy.act(obs, policy.initial_state(5), "test")
-    noise = tf.random.Generator.from_seed(11).normal([5, TINY.stoch_size]).numpy()  # the act's first draw
-    embed = ref.mlp(obs, model.encoder, ref.relu)[:, None]  # PlaNet: ReLU state encoder
-    posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), noise[:, None])
-    features = ref.features({key: value[:, 0] for key, value in posts.items()})
-    assert np.abs(posts["stoch"] - posts["mean"]).min() > 1e-3  # a sample, not the mean
-    np.testing.assert_allclose(latent["stoch"].numpy(), posts["stoch"][:, 0], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(action.numpy(), np.tanh(ref.actor(sac, features)[0]), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(latent["mean"].numpy(), posts["mean"][:, 0], rtol=1e-4, atol=1e-5)
-    samples = np.stack([policy.act(obs, policy.initial_state(5), "train")[0].numpy() for _ in range(20)])
-    assert samples.std(0).min() > 0.01  # the train phase samples the actor instead of taking its mode
-
-
-def test_sac_test_action_sample_acts_with_a_sample_of_the_actor_in_test_as_dreamerv3():
-    """sac.test_action=sample: the test phase acts with tanh(mean + std * noise), the noise the policy's draw after the
-    posterior's; computed in numpy from the policy's random stream."""
-    model, sac = tiny_agent(action_size=2, test_action="sample")
-    rng = np.random.default_rng(4)
-    for variable in model.rssm.variables + sac.actor.variables:
-        variable.assign(rng.normal(0, 0.5, variable.shape).astype(np.float32))
-    policy = Policy(model, sac, BRANCH_CEM, train="sac", test="sac", seed=12)
-    obs = rng.normal(size=(5, 3)).astype(np.float32)
-    action, _ = policy.act(obs, policy.initial_state(5), "test")
-    stream = tf.random.Generator.from_seed(12)
-    latent_noise = stream.normal([5, TINY.stoch_size]).numpy()
-    action_noise = stream.normal([5, 2]).numpy()
-    embed = ref.mlp(obs, model.encoder, ref.relu)[:, None]
-    posts, _ = ref.observe(model.rssm, embed, np.zeros([5, 1, 2]), latent_noise[:, None])
-    features = ref.features({key: value[:, 0] for key, value in posts.items()})
-    expected, _ = ref.sample(sac, features, action_noise)
-    np.testing.assert_allclose(action.numpy(), expected, rtol=1e-4, atol=1e-5)
-    assert np.abs(expected - np.tanh(ref.actor(sac, features)[0])).min() > 1e-3  # not the mode
-
-
-def test_random_branch_is_uniform_in_the_action_box():
-    model, sac = tiny_agent(action_size=2)
-    policy = Policy(model, sac, BRANCH_CEM, train="random", test="random")
-    for phase in ("train", "test"):
-        action = policy.act(tf.zeros([4000, 3]), policy.initial_state(4000), phase)[0].numpy()
-        # U(-1, 1): mean 0, standard deviation 1/sqrt(3) = 0.577, reaching close to both bounds.
-        np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05, err_msg=phase)
-        np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02, err_msg=phase)
-        assert action.min() < -0.99 and action.max() > 0.99, phase
-        assert abs(np.corrcoef(action.T)[0, 1]) < 0.1, phase  # independent dimensions
 
 
 @pytest.mark.parametrize("actor_std", [None, 0.0, 0.05])
@@ -648,13 +529,131 @@ def test_actor_trajectories_roll_the_model_forward_with_each_clipped_action():
 
 
 @pytest.mark.slow
-def test_several_policies_in_one_process_give_no_retracing_warning(tensorflow_warnings):
-    """An evaluation of several policies builds one Policy each; each traces once, which TensorFlow used to count
-    together (keyed by Policy._act's code) and warn about as excessive retracing."""
-    model, sac = tiny_agent(action_size=1)
-    obs = tf.zeros([1, 3])
-    for seed in range(5):  # TensorFlow warns of five traces in the last ten calls of one function
-        policy = Policy(model, sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4), train="sac",
-                        test="sac", seed=seed)
-        policy.act(obs, policy.initial_state(1), "test")
+def test_five_policies_trace_once_and_act_by_their_branches(tensorflow_warnings):
+    """Five graph policies in one process, each traced once by its first act (the five first acts in a row), each with
+    its own checks:
+
+    - No retracing warning: an evaluation of several policies builds one Policy each; each traces once, which
+      TensorFlow used to count together (keyed by Policy._act's code) and warn about as excessive retracing (five
+      traces in the last ten calls of one function).
+    - The policy filters with the action it took: the posterior at step 2 is the numpy RSSM's from step 1's sample
+      under step 1's action (the mean and the deterministic state, which no noise enters), and the state handed back
+      carries that action.
+    - Guided CEM draws its guide fraction of the population from the actor: with the whole population drawn from the
+      actor's mode (guide_fraction 1, actor_std 0), every candidate is the actor's constant action, so the plan is that
+      action whatever the critic prefers (-1 here).
+    - The SAC branch returns the actor's mode in the test phase and samples in the train phase: test phase,
+      tanh(actor mean) of a posterior *sample*, as the model and SAC train on (and as PlaNet's MPCAgent and Dreamer's
+      policy act), computed here in numpy with the policy's first normal draw as noise.
+    - The random branch (the same policy, switched) is uniform in the action box, in both phases.
+    - sac.test_action=sample: the test phase acts with tanh(mean + std * noise), the noise the policy's draw after the
+      posterior's; computed in numpy from the policy's random stream.
+    - Dispatch follows the phase mapping (SAC's mode in the test phase, random in the train phase, an unknown policy
+      refused), and switching phase and policy (every pair of SWITCHES) never retraces the graph policy (the XLA
+      policy switches too in test_xla_policy_computes_what_the_graph_policy_computes)."""
+    # 1. Filtering: a prior that depends on the action.
+    filter_model, filter_sac = tiny_agent(action_size=2)
+    for variable in filter_model.rssm.variables:
+        variable.assign(tf.random.stateless_normal(variable.shape, [2, 3], stddev=0.5))
+    filtering = Policy(filter_model, filter_sac, CEMConfig(horizon=2, candidates=8, iterations=1, top_k=2),
+                       train="random", test="sac")
+    filter_obs = tf.random.stateless_normal([3, 3], [4, 5])
+    filter_action, filter_state = filtering.act(filter_obs, filtering.initial_state(3), "train")
+
+    # 2. Guided CEM's population from the actor's mode: tanh(atanh(-0.3)) in every state.
+    guided_model, guided_sac = known_optimum_agent()
+    zero(guided_sac.actor)
+    guided_sac.actor.out.bias[0].assign(math.atanh(-0.3))
+    guided = Policy(guided_model, guided_sac, dataclasses.replace(BRANCH_CEM, guide_fraction=1.0, actor_std=0.0),
+                    train="sac_guided_cem", test="sac_guided_cem")
+    guided_action, _ = guided.act(tf.zeros([2, 3]), guided.initial_state(2), "test")
+
+    # 3. The SAC branch's mode, at a posterior sample.
+    mode_model, mode_sac = tiny_agent(action_size=2)
+    mode_rng = np.random.default_rng(3)
+    for variable in mode_model.rssm.variables + mode_sac.actor.variables:
+        variable.assign(mode_rng.normal(0, 0.5, variable.shape).astype(np.float32))
+    mode_policy = Policy(mode_model, mode_sac, BRANCH_CEM, train="sac", test="sac", seed=11)
+    mode_obs = mode_rng.normal(size=(5, 3)).astype(np.float32)
+    mode_action, (mode_latent, *_) = mode_policy.act(mode_obs, mode_policy.initial_state(5), "test")
+
+    # 4. sac.test_action=sample.
+    sample_model, sample_sac = tiny_agent(action_size=2, test_action="sample")
+    sample_rng = np.random.default_rng(4)
+    for variable in sample_model.rssm.variables + sample_sac.actor.variables:
+        variable.assign(sample_rng.normal(0, 0.5, variable.shape).astype(np.float32))
+    sampling = Policy(sample_model, sample_sac, BRANCH_CEM, train="sac", test="sac", seed=12)
+    sample_obs = sample_rng.normal(size=(5, 3)).astype(np.float32)
+    sample_action, _ = sampling.act(sample_obs, sampling.initial_state(5), "test")
+
+    # 5. Dispatch and switching.
+    dispatch_model, dispatch_sac = tiny_agent(action_size=1)
+    dispatch = Policy(dispatch_model, dispatch_sac, CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4,
+                                                              exploration_noise=0.0),
+                      train="random", test="sac", jit_compile=False)
+    dispatch_obs = tf.zeros([1, 3])
+    dispatch_state = dispatch.initial_state(1)
+    dispatch_acts = [dispatch.act(dispatch_obs, dispatch_state, "test")]
+
+    # 1. The posterior of the second step.
+    np.testing.assert_array_equal(filter_state[1].numpy(), filter_action.numpy())
+    latent = {key: value.numpy() for key, value in filter_state[0].items()}
+    _, (after, *_) = filtering.act(filter_obs, filter_state, "train")
+    prior = ref.img_step(filter_model.rssm, latent["stoch"], latent["deter"], filter_action.numpy(),
+                         np.zeros([3, TINY.stoch_size]))
+    hidden = ref.dense(np.concatenate([prior["deter"], filter_model.embed(filter_obs).numpy()], -1),
+                       filter_model.rssm.posterior_hidden, ref.relu)
+    mean, _, _ = ref.gaussian(ref.dense(hidden, filter_model.rssm.posterior_out), np.zeros([3, TINY.stoch_size]),
+                              filter_model.rssm.min_stddev)
+    np.testing.assert_allclose(after["deter"].numpy(), prior["deter"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(after["mean"].numpy(), mean, rtol=1e-5, atol=1e-5)
+
+    # 2. Every candidate the actor's constant action.
+    np.testing.assert_allclose(guided_action.numpy(), -0.3, rtol=0, atol=1e-5)
+
+    # 3. The mode in the test phase, samples in the train phase.
+    noise = tf.random.Generator.from_seed(11).normal([5, TINY.stoch_size]).numpy()  # the act's first draw
+    embed = ref.mlp(mode_obs, mode_model.encoder, ref.relu)[:, None]  # PlaNet: ReLU state encoder
+    posts, _ = ref.observe(mode_model.rssm, embed, np.zeros([5, 1, 2]), noise[:, None])
+    features = ref.features({key: value[:, 0] for key, value in posts.items()})
+    assert np.abs(posts["stoch"] - posts["mean"]).min() > 1e-3  # a sample, not the mean
+    np.testing.assert_allclose(mode_latent["stoch"].numpy(), posts["stoch"][:, 0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mode_action.numpy(), np.tanh(ref.actor(mode_sac, features)[0]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mode_latent["mean"].numpy(), posts["mean"][:, 0], rtol=1e-4, atol=1e-5)
+    samples = np.stack([mode_policy.act(mode_obs, mode_policy.initial_state(5), "train")[0].numpy() for _ in range(20)])
+    assert samples.std(0).min() > 0.01  # the train phase samples the actor instead of taking its mode
+
+    # The random branch of the same policy.
+    mode_policy.set_policies(train="random", test="random")
+    for phase in ("train", "test"):
+        action = mode_policy.act(tf.zeros([4000, 3]), mode_policy.initial_state(4000), phase)[0].numpy()
+        # U(-1, 1): mean 0, standard deviation 1/sqrt(3) = 0.577, reaching close to both bounds.
+        np.testing.assert_allclose(action.mean(0), 0.0, atol=0.05, err_msg=phase)
+        np.testing.assert_allclose(action.std(0), 1 / np.sqrt(3), atol=0.02, err_msg=phase)
+        assert action.min() < -0.99 and action.max() > 0.99, phase
+        assert abs(np.corrcoef(action.T)[0, 1]) < 0.1, phase  # independent dimensions
+
+    # 4. A sample of the actor in the test phase.
+    stream = tf.random.Generator.from_seed(12)
+    latent_noise = stream.normal([5, TINY.stoch_size]).numpy()
+    action_noise = stream.normal([5, 2]).numpy()
+    embed = ref.mlp(sample_obs, sample_model.encoder, ref.relu)[:, None]
+    posts, _ = ref.observe(sample_model.rssm, embed, np.zeros([5, 1, 2]), latent_noise[:, None])
+    features = ref.features({key: value[:, 0] for key, value in posts.items()})
+    expected, _ = ref.sample(sample_sac, features, action_noise)
+    np.testing.assert_allclose(sample_action.numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert np.abs(expected - np.tanh(ref.actor(sample_sac, features)[0])).min() > 1e-3  # not the mode
+
+    # 5. SAC's mode in the test phase, at the latent state it filtered (twice), random in the train phase.
+    dispatch_acts.append(dispatch.act(dispatch_obs, dispatch_state, "test"))
+    for action, (latent, *_) in dispatch_acts:
+        mode = np.tanh(ref.actor(dispatch_sac, ref.features({key: value.numpy() for key, value in latent.items()}))[0])
+        np.testing.assert_allclose(action.numpy(), mode, rtol=1e-5, atol=1e-6)
+    random = [dispatch.act(dispatch_obs, dispatch_state, "train")[0].numpy() for _ in range(3)]
+    assert not np.allclose(random[0], random[1])  # random policy in the train phase
+    with pytest.raises(ValueError, match="unknown policy 'ppo'"):
+        dispatch.set_policies(train="ppo")
+    switch_phases_and_policies(dispatch, 3)
+    assert dispatch.traces == 1
+
     assert not [record for record in tensorflow_warnings if "retracing" in record.getMessage()]

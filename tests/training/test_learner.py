@@ -1,3 +1,5 @@
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -23,6 +25,17 @@ def state_of(learner):
     return {name: v.numpy() for name, v in names.items()}
 
 
+@contextlib.contextmanager
+def eagerly():
+    """Runs tf.functions eagerly inside: a learner's update without tracing it (a trace costs seconds, an eager update
+    a fraction of one)."""
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(False)
+
+
 def assert_states_close(a, b, rtol, atol=0.0):
     assert a.keys() == b.keys()
     for name in a:
@@ -30,22 +43,11 @@ def assert_states_close(a, b, rtol, atol=0.0):
 
 
 @pytest.mark.slow
-def test_loss_decreases_on_shipped_data(smoke_config):
-    from planet_sac.episodes.loader import make_dataset
-    from tests.conftest import DATA
-
-    config = apply_overrides(smoke_config, ["sac.updates_per_step=0", "data.batch_size=8"])
-    dataset, _ = make_dataset(str(DATA / "pendulum_state"), 8, 10, keys=("state", "action", "reward", "discount"), seed=0)
-    learner = build(config)
-    losses = [float(learner.update(batch)["loss/total"]) for batch in dataset.take(40)]
-    assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:5])
-
-
-@pytest.mark.slow
 def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
     """World model and SAC head: k micro-batches of B/k give the update of one batch of B (SAC sees all k, and
     each micro-batch its rows of the overshooting noise), with a gradient clip that binds (applied once, to the mean
-    gradient) and the same metrics (means, not sums, over k)."""
+    gradient) and the same metrics (means, not sums, over k). The k = 4 learner is compiled, the one batch of B is
+    run eagerly."""
     batch = state_batch(batch=8)
     config = apply_overrides(smoke_config, ["model.free_nats=1.0", "sac.updates_per_step=2", "sac.batch_size=64",
                                             "optim.grad_clip=0.5", "model.overshooting_distance=2",
@@ -53,8 +55,10 @@ def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
     whole = build(config)
     accumulated = build(apply_overrides(config, ["optim.accumulate=4"]))
     for _ in range(3):
-        whole_metrics = whole.update(batch)
-        accumulated_metrics = accumulated.update(batch)
+        accumulated_metrics = accumulated.update(batch)  # compiled, as training runs it
+    with eagerly():  # the reference: no second trace (eager and compiled agree, test_compiled_learner_...)
+        for _ in range(3):
+            whole_metrics = whole.update(batch)
     assert float(whole_metrics["train/grad_norm"]) > 2 * 0.5  # the clip binds
     assert whole_metrics.keys() == accumulated_metrics.keys()
     for key in whole_metrics:
@@ -65,56 +69,100 @@ def test_accumulated_micro_batches_equal_one_large_batch(smoke_config):
 @pytest.mark.slow
 def test_infinite_grad_clip_means_no_clipping(smoke_config):
     """optim.grad_clip=.inf is documented as no clipping: the update equals one with a clip no gradient reaches
-    (clipping by inf would compute inf * 0 = NaN and poison every weight)."""
+    (clipping by inf would compute inf * 0 = NaN and poison every weight). Both run eagerly."""
     batch = state_batch(batch=8)
     unclipped, far = (build(apply_overrides(smoke_config, [f"optim.grad_clip={clip}"])) for clip in (".inf", "1e30"))
-    for learner in (unclipped, far):
-        learner.update(batch)
+    with eagerly():  # the clip is chosen in Python (Adam.clip), for the graph as for eager execution: no trace needed
+        for learner in (unclipped, far):
+            learner.update(batch)
     a, b = state_of(unclipped), state_of(far)
     for name in a:
         assert np.all(np.isfinite(a[name])), name
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+def checkpointed(learner):
+    """What a checkpoint of the learner holds: its variables and its random stream."""
+    return named_variables([learner.world_model, learner.sac, learner.optimizer, learner],
+                           extra={"learner/rng_state": learner.rng.state})
+
+
 @pytest.mark.slow
-def test_compiled_learner_agrees_with_eager_resumes_exactly_and_skips_a_nan_batch(smoke_config, tmp_path):
-    """One compiled learner, never checkpointed (a save that changed the learner it saves would show), for three checks:
-    its first 3 updates agree with the same updates run eagerly; after 6 it equals a learner checkpointed after 3 and
-    restored into one built with another seed; then a NaN batch is skipped and counted, the world model and its Adam
-    slots stay as they were and every variable stays finite, and the next good update resets the consecutive skips."""
-    batches = [state_batch(seed=i) for i in range(6)]
+def test_compiled_learner_adds_the_value_loss_agrees_with_eager_resumes_exactly_and_skips_a_nan_batch(smoke_config,
+                                                                                                      tmp_path):
+    """Two compiled learners of one config (model.value_scale=0.5, 2 micro-batches, no clip, no XLA), for four checks:
 
-    def variables(learner):
-        return named_variables([learner.world_model, learner.sac, learner.optimizer, learner],
-                               extra={"learner/rng_state": learner.rng.state})
+    1. model.value_scale=0.5, on the first update of `straight`: the world model's gradient is that of its own loss plus
+       0.5 x `value_loss` on its posteriors, through their GRU state only (the targets' noise drawn after the model's,
+       each micro-batch taking its rows), read off Adam's first moment after one update; the critics are not in it
+       (they learn in the SAC updates only).
+    2. `straight`'s first 3 updates agree with the same updates run eagerly.
+    3. `straight`, never checkpointed (a save that changed the learner it saves would show), after 6 updates equals
+       `first`, checkpointed after 3 and restored into its own variables set to those of a learner built with another
+       seed (everything must come from the checkpoint), after the last 3.
+    4. A NaN batch on `straight` is skipped and counted, the world model and its Adam slots stay as they were and
+       every variable stays finite, and the next good update resets the consecutive skips."""
+    from planet_sac.control.transitions import value_loss
 
-    straight = build(smoke_config)
-    eager = build(smoke_config)
-    for batch in batches[:3]:
+    config = apply_overrides(smoke_config, ["model.value_scale=0.5", "optim.grad_clip=.inf", "optim.accumulate=2",
+                                            "optim.jit_compile=false", "sac.n_step=2", "sac.burn_in=1",
+                                            "sac.updates_per_step=1"])
+    batches = [state_batch(seed=i) for i in range(6)]  # state_batch(batch=4, length=10) first
+
+    # 1. The value loss in the world model's gradient, on the first update of `straight`.
+    straight = build(config)
+    wm, sac = straight.world_model, straight.sac
+    batch = batches[0]
+    rng = tf.random.Generator.from_state(straight.rng.state.numpy(), straight.rng.algorithm)  # a copy
+    noise = wm.sample_noise(rng, 4, 10)
+    value_noise = rng.normal([4, 10 - 1 - 2, 1])
+    tensors = {key: tf.constant(value) for key, value in batch.items()}
+    with tf.GradientTape(persistent=True) as tape:
+        model_loss, metrics, posts = wm.loss(tensors, noise)
+        deter_only = tf.concat([posts["deter"], tf.stop_gradient(posts["stoch"])], -1)  # the sample gets none
+        td = value_loss(sac, deter_only, tensors, value_noise)
+    variables = wm.trainable_variables
+    td_grads = tape.gradient(td, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    expected = [g + 0.5 * v for g, v in zip(tape.gradient(model_loss, variables), td_grads)]
+    assert float(tf.linalg.global_norm(td_grads)) > 0  # the TD loss reaches the model
+    critics_before = [v.numpy() for v in sac.critic_variables]
+
+    out = straight.update(batch)
+    np.testing.assert_allclose(float(out["loss/value"]), float(td), rtol=1e-4)
+    np.testing.assert_allclose(float(out["loss/total"]), float(model_loss) + 0.5 * float(td), rtol=1e-4)
+    for m, g, var in zip(straight.optimizer.m, expected, variables):
+        np.testing.assert_allclose(m.numpy(), 0.1 * g.numpy(), rtol=2e-3, atol=1e-7, err_msg=var.name)
+    assert straight.optimizer.variables_ == list(variables)  # no critic in the model's optimizer
+    changed = [not np.array_equal(b, v.numpy()) for b, v in zip(critics_before, sac.critic_variables)]
+    assert any(changed)  # the one SAC update trained them, by its own loss
+
+    # 2. Compiled and eager agree.
+    for batch in batches[1:3]:
         straight.update(batch)
-    tf.config.run_functions_eagerly(True)
-    try:
+    eager = build(config)
+    with eagerly():
         for batch in batches[:3]:
             eager.update(batch)
-    finally:
-        tf.config.run_functions_eagerly(False)
     # Same seeds, same data: weights, Adam slots (m, v) and SAC agree; bitwise equality is not promised.
     assert_states_close(state_of(straight), state_of(eager), rtol=1e-4, atol=1e-6)
     for batch in batches[3:]:
         straight.update(batch)
 
-    first = build(smoke_config)
+    # 3. Exact resume.
+    first = build(config)
     for batch in batches[:3]:
         first.update(batch)
-    Checkpointer(str(tmp_path), variables(first)).save(3)
-
-    resumed = build(smoke_config, seed=99)  # different initial values: everything must come from the checkpoint
-    assert Checkpointer(str(tmp_path), variables(resumed)).restore_latest()
+    Checkpointer(str(tmp_path), checkpointed(first)).save(3)
+    other = checkpointed(build(config, seed=99))  # different initial values: everything must come from the checkpoint
+    for name, variable in checkpointed(first).items():
+        variable.assign(other[name])
+    assert not np.array_equal(first.rng.state.numpy(), straight.rng.state.numpy())
+    assert Checkpointer(str(tmp_path), checkpointed(first)).restore_latest()
     for batch in batches[3:]:
-        resumed.update(batch)
-    assert_states_close(state_of(straight), state_of(resumed), rtol=1e-6)
+        first.update(batch)
+    assert_states_close(state_of(straight), state_of(first), rtol=1e-6)
 
-    # A NaN batch on the straight learner (no skip so far).
+    # 4. A NaN batch on the straight learner (no skip so far).
     good = batches[0]
     before = state_of(straight)
     bad = dict(good, reward=np.full_like(good["reward"], np.nan))
@@ -188,41 +236,6 @@ def test_nan_in_a_sac_loss_skips_that_sac_update():
     assert float(sac.update(*good, rng=rng)["sac/update_finite"]) == 1.0
 
 
-@pytest.mark.slow
-def test_catch_up_trains_the_head_alone(smoke_config):
-    """The catch-up trains the head alone on the frozen model, and skipped SAC updates are counted.
-
-    One learner (3 SAC updates per update, a catch-up round) for both: first the catch-up on a finite model,
-    then a head whose critic target is NaN: its updates are skipped and counted, the world model's update is kept."""
-    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3", "sac.catchup_rounds=1"]))
-    learner.update(state_batch())
-    # The catch-up trains the head alone on the frozen model.
-    model = {name: v.numpy() for name, v in named_variables([learner.world_model, learner.optimizer]).items()}
-    head = sac_state(learner.sac)
-    iterations = int(learner.sac.critic_optimizer.iterations.numpy())
-    metrics = learner.catch_up(state_batch(seed=2))
-    assert float(metrics["sac/update_finite"]) == 1.0 and set(SAC.METRICS) <= set(metrics)
-    for name, value in named_variables([learner.world_model, learner.optimizer]).items():
-        np.testing.assert_array_equal(value.numpy(), model[name], err_msg=name)  # the model and its Adam: frozen
-    assert int(learner.sac.critic_optimizer.iterations.numpy()) == iterations + 3  # updates_per_step SAC updates
-    changed = [name for name, value in sac_state(learner.sac).items() if not np.array_equal(value, head[name])]
-    assert any("actor" in name for name in changed) and any("critic1" in name for name in changed)
-
-    # The learner counts skipped SAC updates and keeps the world model's update.
-    target = learner.sac.critic_target
-    learner.sac.critic_target = lambda reward, *args: target(reward, *args) + np.nan  # before the next trace
-    learner.update = tf.function(learner._update, autograph=False)
-    world_model = {name: v.numpy() for name, v in named_variables([learner.world_model]).items()}
-    before = sac_state(learner.sac)
-    metrics = learner.update(state_batch(seed=1))
-    assert float(metrics["train/update_finite"]) == 1.0 and float(metrics["sac/skipped_updates"]) == 3.0
-    for name, value in sac_state(learner.sac).items():
-        np.testing.assert_array_equal(value, before[name], err_msg=name)
-    changed = [name for name, v in named_variables([learner.world_model]).items()
-               if not np.array_equal(v.numpy(), world_model[name])]
-    assert changed  # the world model still trained on this finite batch
-
-
 def test_imagination_after_burn_in_split_among_updates(smoke_config,
                                                                                                 monkeypatch):
     """Imagination starts after burn-in, once per model update, and is split among the SAC updates.
@@ -259,27 +272,6 @@ def test_imagination_after_burn_in_split_among_updates(smoke_config,
     np.testing.assert_array_equal(used[np.lexsort(used.T)], pool[np.lexsort(pool.T)])
 
 
-@pytest.mark.slow
-def test_sac_metrics_are_means_over_the_compiled_loop(smoke_config, monkeypatch):
-    """A deterministic stand-in for SAC.update in the compiled update: update k (1, 2, 3) reports critic loss k^2
-    and is finite unless k = 2; the learner reports the means (14/3, 2/3) and 1 skipped update."""
-    learner = build(apply_overrides(smoke_config, ["sac.updates_per_step=3"]))
-    counter = tf.Variable(0.0)
-
-    def fake_update(*args, **kwargs):
-        k = counter.assign_add(1.0)
-        metrics = {key: k for key in SAC.metric_names(*learner_module.sac_batch_split(learner.sac.config))}
-        return dict(metrics, **{"sac/critic_loss": k * k, "sac/update_finite": tf.cast(tf.not_equal(k, 2.0), tf.float32)})
-
-    monkeypatch.setattr(learner.sac, "update", fake_update)
-    metrics = learner.update(state_batch())
-    assert float(counter.numpy()) == 3.0
-    assert float(metrics["sac/critic_loss"]) == pytest.approx(np.mean([1.0, 4.0, 9.0]))
-    assert float(metrics["sac/actor_loss"]) == pytest.approx(np.mean([1.0, 2.0, 3.0]))
-    assert float(metrics["sac/update_finite"]) == pytest.approx(np.mean([1.0, 0.0, 1.0]))
-    assert float(metrics["sac/skipped_updates"]) == 1.0
-
-
 def update_graph_ops(learner, batch):
     """Ops of the compiled update's graph and of every function in its library (loop bodies, branches)."""
     graph_def = learner.update.get_concrete_function(batch).graph.as_graph_def()
@@ -287,27 +279,103 @@ def update_graph_ops(learner, batch):
 
 
 @pytest.mark.slow
-def test_sac_updates_and_imagination_trace_once(smoke_config, tensorflow_warnings):
-    """SAC updates and imagination are traced once whatever their number, and learners give no retracing warning.
+def test_five_learners_trace_once_and_check_the_compiled_update(smoke_config, tensorflow_warnings, monkeypatch):
+    """Five learners in one process, each traced once by its first update (the five first updates in a row), each
+    with its own checks of the compiled update:
 
-    The SAC updates and the imagined rollouts run in in-graph loops: 2 updates with horizon 3 and 6 updates with
-    horizon 9 give graphs of the same size (unrolled, every update and every imagined step would add its ops).
+    - No retracing warning: five traces in one process used to be one (its count was keyed by Learner._update's code,
+      shared by every learner in the process, and five traces in its last ten calls are what TensorFlow warns of).
+    - SAC updates and imagination are traced once whatever their number: they run in in-graph loops, so 2 updates
+      with horizon 3 and 6 updates with horizon 9 give graphs of the same size (unrolled, every update and every
+      imagined step would add its ops).
+    - The catch-up trains the head alone on the frozen model (the 2-update learner): `updates_per_step` SAC
+      updates, the model and its Adam unchanged.
+    - Skipped SAC updates are counted and the world model's update is kept (the same learner, whose critic target
+      is then NaN; that update runs eagerly, without another trace).
+    - SAC metrics are means over the compiled loop: a deterministic stand-in for SAC.update, update k (1, 2, 3)
+      reports critic loss k^2 and is finite unless k = 2; the learner reports the means (14/3, 2/3) and 1 skipped update.
+    - `sac.imagined_targets: lambda` in the compiled update: traced once with the config's lambda, and the imagined
+      half's mean target is its mean reward (whole targets), the real half's bootstrapped.
+    - The loss decreases on the shipped data (40 updates of a world model alone)."""
+    from planet_sac.episodes.loader import make_dataset
+    from tests.conftest import DATA
 
-    These two learners and three more, one update each (five in one process), trace once each, which is not the
-    excessive retracing TensorFlow warns of (it used to: its count was keyed by Learner._update's code, shared by
-    every learner in the process, and five traces in its last ten calls are what TensorFlow warns of)."""
     batch = {key: tf.constant(value) for key, value in state_batch().items()}
-    sizes = set()
+    loops = {}
     for updates, horizon in ((2, 3), (6, 9)):
         config = apply_overrides(smoke_config, [f"sac.updates_per_step={updates}", "sac.real_ratio=0.5",
-                                                f"sac.imagination_horizon={horizon}"])
-        learner = build(config)
+                                                f"sac.imagination_horizon={horizon}", "sac.catchup_rounds=1"])
+        loops[updates] = learner = build(config)
         learner.update(batch)  # its one trace, counted by TensorFlow as a call that traced
-        sizes.add(update_graph_ops(learner, batch))  # that trace's graph (the same input signature: no new trace)
+
+    stand_in = build(apply_overrides(smoke_config, ["sac.updates_per_step=3"]))
+    counter = tf.Variable(0.0)
+
+    def fake_update(*args, **kwargs):
+        k = counter.assign_add(1.0)
+        metrics = {key: k for key in SAC.metric_names(*learner_module.sac_batch_split(stand_in.sac.config))}
+        return dict(metrics, **{"sac/critic_loss": k * k, "sac/update_finite": tf.cast(tf.not_equal(k, 2.0), tf.float32)})
+
+    monkeypatch.setattr(stand_in.sac, "update", fake_update)
+    stand_in_metrics = stand_in.update(state_batch())
+
+    calls = []
+    make = learner_module.imagined_lambda_transitions
+    monkeypatch.setattr(learner_module, "imagined_lambda_transitions", lambda *args: calls.append(args[4]) or make(*args))
+    lambda_learner = build(apply_overrides(smoke_config, ["sac.imagination_horizon=4", "sac.real_ratio=0.5",
+                                                          "sac.imagined_targets=lambda", "sac.return_lambda=0.8"]))
+    lambda_metrics = lambda_learner.update(state_batch())
+    assert calls == [0.8]  # traced once, with the config's lambda
+
+    dataset, _ = make_dataset(str(DATA / "pendulum_state"), 8, 10, keys=("state", "action", "reward", "discount"), seed=0)
+    shipped = build(apply_overrides(smoke_config, ["sac.updates_per_step=0", "data.batch_size=8"]))
+    losses = [float(shipped.update(chunks)["loss/total"]) for chunks in dataset.take(40)]  # the first traces
+    assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:5])
+
+    # The in-graph loops: the two learners' graphs (the same input signature: no new trace).
+    sizes = {update_graph_ops(learner, batch) for learner in loops.values()}
     assert len(sizes) == 1, sizes
-    config = apply_overrides(smoke_config, ["sac.updates_per_step=0"])
-    for seed in range(3):
-        build(config, seed).update(batch)
+
+    # The stand-in SAC update's means.
+    assert float(counter.numpy()) == 3.0
+    assert float(stand_in_metrics["sac/critic_loss"]) == pytest.approx(np.mean([1.0, 4.0, 9.0]))
+    assert float(stand_in_metrics["sac/actor_loss"]) == pytest.approx(np.mean([1.0, 2.0, 3.0]))
+    assert float(stand_in_metrics["sac/update_finite"]) == pytest.approx(np.mean([1.0, 0.0, 1.0]))
+    assert float(stand_in_metrics["sac/skipped_updates"]) == 1.0
+
+    # Lambda targets.
+    assert float(lambda_metrics["sac/skipped_updates"]) == 0.0
+    np.testing.assert_allclose(float(lambda_metrics["sac/imagined/target"]), float(lambda_metrics["sac/imagined/reward"]),
+                               rtol=1e-5)
+    assert abs(float(lambda_metrics["sac/real/target"]) - float(lambda_metrics["sac/real/reward"])) > 1e-3  # bootstrapped
+
+    # The catch-up trains the head alone on the frozen model (after one update of the learner).
+    learner, updates = loops[2], 2
+    model = {name: v.numpy() for name, v in named_variables([learner.world_model, learner.optimizer]).items()}
+    head = sac_state(learner.sac)
+    iterations = int(learner.sac.critic_optimizer.iterations.numpy())
+    metrics = learner.catch_up(state_batch(seed=2))
+    assert float(metrics["sac/update_finite"]) == 1.0 and set(SAC.METRICS) <= set(metrics)
+    for name, value in named_variables([learner.world_model, learner.optimizer]).items():
+        np.testing.assert_array_equal(value.numpy(), model[name], err_msg=name)  # the model and its Adam: frozen
+    assert int(learner.sac.critic_optimizer.iterations.numpy()) == iterations + updates  # updates_per_step SAC updates
+    changed = [name for name, value in sac_state(learner.sac).items() if not np.array_equal(value, head[name])]
+    assert any("actor" in name for name in changed) and any("critic1" in name for name in changed)
+
+    # The learner counts skipped SAC updates and keeps the world model's update.
+    target = learner.sac.critic_target
+    monkeypatch.setattr(learner.sac, "critic_target", lambda reward, *args: target(reward, *args) + np.nan)
+    world_model = {name: v.numpy() for name, v in named_variables([learner.world_model]).items()}
+    before = sac_state(learner.sac)
+    with eagerly():  # the compiled update holds the real target: this one runs eagerly
+        metrics = learner.update(state_batch(seed=1))
+    assert float(metrics["train/update_finite"]) == 1.0 and float(metrics["sac/skipped_updates"]) == updates
+    for name, value in sac_state(learner.sac).items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+    changed = [name for name, v in named_variables([learner.world_model]).items()
+               if not np.array_equal(v.numpy(), world_model[name])]
+    assert changed  # the world model still trained on this finite batch
+
     assert not [record for record in tensorflow_warnings if "retracing" in record.getMessage()]
 
 def test_real_transitions_are_aligned_and_cover_every_start(smoke_config, monkeypatch):
@@ -439,11 +507,10 @@ def test_the_imagination_pool_starts_at_the_given_posteriors_and_steps_the_prior
         np.testing.assert_allclose(pool_next[j][:deter], expected["deter"][0], rtol=1e-4, atol=1e-5)
 
 
-def test_lambda_targets_start_a_transition_at_every_imagined_state_and_the_critic_learns_them(smoke_config,
-                                                                                              monkeypatch):
+def test_lambda_targets_start_a_transition_at_every_imagined_state(monkeypatch):
     """`sac.imagined_targets: lambda`: a rollout of H steps gives H transitions (n-step: H + 1 - n), all of them in
-    the pool, whose target is whole (discount 0) with `sac.return_lambda`; in the compiled update the imagined
-    half's mean target is its mean reward."""
+    the pool, whose target is whole (discount 0) with `sac.return_lambda`. That the critic learns them in the compiled
+    update (the imagined half's mean target is its mean reward): test_five_learners_trace_once_..."""
     from planet_sac.config import SACConfig
     from tests.test_planet_fidelity import tiny_state_model
 
@@ -463,52 +530,6 @@ def test_lambda_targets_start_a_transition_at_every_imagined_state_and_the_criti
     following = [j for j in range(40) if np.isclose(pool.next_features.numpy(), pool.features.numpy()[j]).all(-1).any()]
     assert len(following) == 30  # every later state of each rollout is in the pool: none made and dropped
     np.testing.assert_array_equal(pool.discount.numpy(), np.zeros(40))
-
-    config = apply_overrides(smoke_config, ["sac.imagination_horizon=4", "sac.real_ratio=0.5",
-                                            "sac.imagined_targets=lambda", "sac.return_lambda=0.8"])
-    learner = build(config)
-    calls.clear()
-    metrics = learner.update(state_batch())
-    assert [call[1] for call in calls] == [0.8]  # traced once, with the config's lambda
-    assert float(metrics["sac/skipped_updates"]) == 0.0
-    np.testing.assert_allclose(float(metrics["sac/imagined/target"]), float(metrics["sac/imagined/reward"]), rtol=1e-5)
-    assert abs(float(metrics["sac/real/target"]) - float(metrics["sac/real/reward"])) > 1e-3  # real: bootstrapped
-
-
-def test_value_scale_adds_the_critics_td_loss_to_the_world_models_gradient_only(smoke_config):
-    """model.value_scale=0.5: the world model's gradient is that of its own loss plus 0.5 x `value_loss` on its
-    posteriors, through their GRU state only (the targets' noise drawn after the model's, each micro-batch taking
-    its rows), read off Adam's first moment after one update; the critics are not in it (they learn in the SAC
-    updates only)."""
-    from planet_sac.control.transitions import value_loss
-
-    config = apply_overrides(smoke_config, ["model.value_scale=0.5", "optim.grad_clip=.inf", "optim.accumulate=2", "optim.jit_compile=false",
-                                            "sac.n_step=2", "sac.burn_in=1", "sac.updates_per_step=1"])
-    learner = build(config)
-    wm, sac = learner.world_model, learner.sac
-    batch = state_batch(batch=4, length=10)
-    rng = tf.random.Generator.from_state(learner.rng.state.numpy(), learner.rng.algorithm)  # a copy
-    noise = wm.sample_noise(rng, 4, 10)
-    value_noise = rng.normal([4, 10 - 1 - 2, 1])
-    tensors = {key: tf.constant(value) for key, value in batch.items()}
-    with tf.GradientTape(persistent=True) as tape:
-        model_loss, metrics, posts = wm.loss(tensors, noise)
-        deter_only = tf.concat([posts["deter"], tf.stop_gradient(posts["stoch"])], -1)  # the sample gets none
-        td = value_loss(sac, deter_only, tensors, value_noise)
-    variables = wm.trainable_variables
-    td_grads = tape.gradient(td, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    expected = [g + 0.5 * v for g, v in zip(tape.gradient(model_loss, variables), td_grads)]
-    assert float(tf.linalg.global_norm(td_grads)) > 0  # the TD loss reaches the model
-    critics_before = [v.numpy() for v in sac.critic_variables]
-
-    out = learner.update(batch)
-    np.testing.assert_allclose(float(out["loss/value"]), float(td), rtol=1e-4)
-    np.testing.assert_allclose(float(out["loss/total"]), float(model_loss) + 0.5 * float(td), rtol=1e-4)
-    for m, g, var in zip(learner.optimizer.m, expected, variables):
-        np.testing.assert_allclose(m.numpy(), 0.1 * g.numpy(), rtol=2e-3, atol=1e-7, err_msg=var.name)
-    assert learner.optimizer.variables_ == list(variables)  # no critic in the model's optimizer
-    changed = [not np.array_equal(b, v.numpy()) for b, v in zip(critics_before, sac.critic_variables)]
-    assert any(changed)  # the one SAC update trained them, by its own loss
 
 
 def test_without_value_scale_the_update_draws_no_value_noise(smoke_config, monkeypatch):

@@ -130,16 +130,16 @@ def test_evaluate_runs_each_policy_it_names_and_writes_a_video(trained, tmp_path
 
 
 @pytest.mark.slow
-def test_an_interrupted_evaluate_keeps_the_policies_it_finished_in_its_json(tmp_path, monkeypatch, capsys):
+def test_an_interrupted_evaluate_keeps_the_policies_it_finished_in_its_json(trained, tmp_path, monkeypatch, capsys):
     """`evaluate --json`: rewritten after each policy, so a stop keeps the finished ones; the same command then
-    plays only the others (with a video, the first policy again, to record it), with the same returns."""
-    import shutil
+    plays only the others (with a video, the first policy again, to record it), with the same returns.
 
+    It reads the session's smoke run (evaluate writes nothing into it): its policy runs as a graph, where
+    tests/fixtures/run_0_1 (the default policy.jit_compile) compiled the policy with XLA in each of the three
+    commands, some 7 CPU seconds each."""
     import planet_sac.acting.actor as actor_module
-    from tests.conftest import ROOT
 
-    run = str(tmp_path / "run")
-    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    run, _ = trained
     returns_file = tmp_path / "returns.json"
     argv = ["evaluate", "--logdir", run, "--episodes", "2", "--seed", "3", "--policy", "random", "sac",
             "--json", str(returns_file)]
@@ -155,7 +155,7 @@ def test_an_interrupted_evaluate_keeps_the_policies_it_finished_in_its_json(tmp_
     assert main(argv) == 130
     saved = json.loads(returns_file.read_text())
     assert list(saved["policies"]) == ["random"] and len(saved["policies"]["random"]["returns"]) == 2
-    assert (saved["checkpoint_step"], saved["seed"], saved["episodes"]) == (10, 3, 2)
+    assert (saved["checkpoint_step"], saved["seed"], saved["episodes"]) == (20, 3, 2)
     random_returns = saved["policies"]["random"]["returns"]
     capsys.readouterr()
     stop_at.clear()
@@ -276,7 +276,9 @@ def test_filtered_restore_sets_exactly_the_selected_variables(trained, tmp_path)
 
 def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, tmp_path):
     """`--include .*` takes the model, head and optimizer slots, never what belongs to the run: its random-number
-    streams (a new seed must draw its own noise) and its counters of steps and skipped updates."""
+    streams (a new seed must draw its own noise) and its counters of steps, episodes, test phases and skipped updates.
+    The test-phase counter is the logic of test_planet_fidelity's `e2e` filtered restore: a new run that took the
+    source's count of test phases would skip its own first ones."""
     import shutil
 
     config = load_config(SMOKE, ["schedule.test_episodes=0"])
@@ -294,7 +296,8 @@ def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, t
     trainer.close()
     source = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{logdir}/checkpoints"))
     run_state = ["learner/rng_state", "policy/rng_state", "learner/skipped_updates", "learner/consecutive_skips",
-                 "counters/step", "run_state/replay"]
+                 "counters/step", "counters/env_steps", "counters/train_episodes", "counters/test_episodes",
+                 "counters/test_phases", "run_state/replay"]
     for name in run_state:
         np.testing.assert_array_equal(trainer.variables[name].numpy(), initial[name], err_msg=name)
     for name in run_state:  # the source's differ: the check above can fail
@@ -306,7 +309,8 @@ def test_filtered_restore_of_everything_leaves_the_new_runs_own_state(trained, t
     for name in model:
         np.testing.assert_array_equal(trainer.variables[name].numpy(),
                                       source.get_tensor(f"variables/{name}/.ATTRIBUTES/VARIABLE_VALUE"), err_msg=name)
-    assert len(model) + len(run_state) + 4 + 3 == len(trainer.variables)  # + the other four counters/, three run_state/
+    assert trainer.phase() == "train"  # no test phase owed at step 0 (the source's ran 2)
+    assert len(model) + len(run_state) + 3 == len(trainer.variables)  # + three run_state/
 
 
 @pytest.mark.slow

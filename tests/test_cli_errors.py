@@ -249,15 +249,6 @@ def test_chunks_longer_than_the_tasks_own_episodes_are_refused_too(tmp_path, cap
     assert not os.path.exists(logdir)
 
 
-@pytest.mark.slow
-def test_chunks_as_long_as_the_collected_episodes_train(tmp_path, capsys):
-    """env.time_limit=10 gives 11-step episodes (the first observation and 10 steps): chunks of 11 fit them."""
-    assert main(["train", "--config", SMOKE, "--logdir", str(tmp_path / "run"), "--set", "data.chunk_length=11",
-                 "--set", "env.time_limit=10", "--set", "schedule.test_episodes=0", "--train-steps", "1",
-                 "--quiet"]) == 0
-    assert capsys.readouterr().out.startswith("done: step 1")
-
-
 def test_missing_dm_control_says_which_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dm_control", None)  # as if not installed; never imported next to TensorFlow
     with pytest.raises(MissingPackageError, match=r"pip install -e '\.\[dmc\]'") as info:
@@ -432,27 +423,37 @@ def test_a_runs_emptied_config_is_named_on_resume_not_taken_for_the_defaults(tex
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("received, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_stopped_train_is_no_finished_one(received, status, tmp_path, capsys, monkeypatch):
+def test_a_stopped_train_is_no_finished_one_and_chunks_as_long_as_the_episodes_train(tmp_path, capsys, monkeypatch):
     """A SIGTERM used to end `train` with `done: step 3, ...` and exit 0, so `train && evaluate` and job schedulers
-    took a stopped run for a finished one. It exits 128 + the signal's number, saying where it stopped."""
+    took a stopped run for a finished one. It exits 128 + the signal's number, saying where it stopped.
+
+    One run (three Trainers, where a run per signal and one for the chunks took five) checks:
+    - SIGTERM at step 3 of 6: exit 143, no `done:`, the line saying where it stopped and that the command resumes;
+    - SIGINT at step 4 of 6, in the resume that command is: exit 130, the same;
+    - `train --logdir RUN --train-steps 6` then resumes it and finishes (`done: step 6`);
+    - chunks as long as the collected episodes train: env.time_limit=10 gives 11-step episodes (the first
+      observation and 10 steps), and chunks of 11 fit them."""
     from planet_sac.training.trainer import Trainer
 
     update = Trainer._update
+    stops = {3: signal.SIGTERM, 4: signal.SIGINT}
 
-    def stop_at_3(self, batches, window):
+    def stop_at(self, batches, window):
         metrics, step = update(self, batches, window)
-        if step == 3:
-            os.kill(os.getpid(), received)
+        if step in stops:
+            os.kill(os.getpid(), stops[step])
         return metrics, step
 
     logdir = str(tmp_path / "run")
-    monkeypatch.setattr(Trainer, "_update", stop_at_3)
-    assert main(["train", "--config", SMOKE, "--logdir", logdir, "--train-steps", "6", "--quiet"]) == status
-    captured = capsys.readouterr()
-    assert "done:" not in captured.out
-    assert captured.err.strip().splitlines()[-1] == (f"planet-sac train: stopped by {received.name} at step 3 of 6; "
-                                                     "checkpointed: the same command resumes")
+    monkeypatch.setattr(Trainer, "_update", stop_at)
+    command = ["train", "--config", SMOKE, "--logdir", logdir, "--set", "data.chunk_length=11", "--set",
+               "env.time_limit=10", "--set", "schedule.test_episodes=0", "--train-steps", "6", "--quiet"]
+    for received, status, at in [(signal.SIGTERM, 143, 3), (signal.SIGINT, 130, 4)]:
+        assert main(command) == status, received.name
+        captured = capsys.readouterr()
+        assert "done:" not in captured.out
+        assert captured.err.strip().splitlines()[-1] == (f"planet-sac train: stopped by {received.name} at step {at} of "
+                                                         "6; checkpointed: the same command resumes")
     monkeypatch.undo()
     assert main(["train", "--logdir", logdir, "--train-steps", "6", "--quiet"]) == 0
     assert capsys.readouterr().out.startswith("done: step 6")

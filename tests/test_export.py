@@ -131,11 +131,18 @@ def test_exported_policies_act_as_in_process_without_planet_sac(tmp_path, image_
 def test_an_exported_sac_head_acts_as_the_in_process_head(tmp_path, capsys):
     """The export's contract, checked in this process (serving without planet_sac, pixel policies and the docs' loop
     are the `e2e` test above): the SavedModel of a Pendulum-states run's SAC head chooses the in-process head's actions
-    over a whole test episode, scaled to the task's action box, and carries the checkpoint's step and task."""
+    over a whole test episode, scaled to the task's action box, and carries the checkpoint's step and task.
+
+    The run acts as a graph (policy.jit_compile=false, as configs/smoke.yaml): the fixture's default compiled the
+    in-process policy and the loaded SavedModel with XLA at their first call, 7 CPU seconds each; the `e2e` test
+    above exports and serves the fixture's XLA policy."""
     import tensorflow as tf
 
     run = tmp_path / "run"
     shutil.copytree(FIXTURE_RUN, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["policy"]["jit_compile"] = False
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
     out = tmp_path / "saved_sac"
     assert main(["export", "--logdir", str(run), "--policy", "sac", "--out", str(out), "--quiet"]) == 0
     episode = in_process_episode(run, "sac")

@@ -241,9 +241,14 @@ def test_zero_train_steps_means_zero_updates(short_schedule, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_filtered_restore_keeps_the_new_runs_test_phases(short_schedule, smoke_run, tmp_path):
     """Restoring everything from a run that already had test phases must not skip the new run's first one
-    (a test phase every 2 updates: with the source's counter of 2 test phases it would be skipped)."""
+    (a test phase every 2 updates: with the source's counter of 2 test phases it would be skipped).
+
+    `e2e` (a whole run, about 11 CPU seconds): in `make test`, test_cli's
+    `test_filtered_restore_of_everything_leaves_the_new_runs_own_state` checks its logic, the new run's counters
+    (test phases included) left at their own values and no test phase owed at step 0."""
     from planet_sac.training.trainer import train
 
     source = smoke_run[0]  # two test phases done; restoring from it only reads it

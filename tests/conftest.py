@@ -51,6 +51,23 @@ def tensorflow_configured_as_a_run() -> None:
     make_tensorflow_deterministic()
 
 
+OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"
+"""A smoke run (Pendulum states, 10 updates, a checkpoint at step 10) written by an early planet_sac (tests/test_compat.py)."""
+
+
+def old_run_copy(destination: Path) -> Path:
+    """A copy of OLD_RUN at `destination` whose policy acts as a graph: its config.yaml predates
+    `policy.jit_compile`, whose default (true) has XLA compile the policy at each agent's first action (about
+    7 CPU seconds on an AVX2-only EPYC, against under 1 s traced; docs/performance.md). For tests that use the
+    run as any finished run; tests/test_compat.py reads OLD_RUN itself, the key at its default."""
+    shutil.copytree(OLD_RUN, destination)
+    config = destination / "config.yaml"
+    text = config.read_text()
+    assert "\npolicy:\n" in text and "jit_compile: true" not in text
+    config.write_text(text.replace("\npolicy:\n", "\npolicy:\n  jit_compile: false\n", 1))
+    return destination
+
+
 @pytest.fixture
 def smoke_config() -> Config:
     return load_config(CONFIGS / "smoke.yaml")

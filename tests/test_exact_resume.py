@@ -82,21 +82,52 @@ def command(logdir: Path, steps: int, settings=()) -> list[str]:
             "--train-steps", str(steps), *sets]
 
 
-@pytest.fixture(scope="session")
-def never_stopped(tmp_path_factory) -> Path:
-    """The run every stopped one is compared with: trained once per test session, read by all (never written)."""
+def never_stopped_run(tmp_path_factory, steps: int) -> Path:
+    """The run every stopped one of `steps` updates is compared with: trained once per test session, read by all
+    (never written)."""
     from tests.conftest import made_once_per_session
 
-    return made_once_per_session(tmp_path_factory, "never_stopped", lambda folder: train_in_process(folder / "run", 50)) / "run"
+    return made_once_per_session(tmp_path_factory, f"never_stopped_{steps}",
+                                 lambda folder: train_in_process(folder / "run", steps)) / "run"
+
+
+@pytest.fixture(scope="session")
+def never_stopped(tmp_path_factory) -> Path:
+    """The never-stopped run of 50 updates (checkpoints at 10, 20, 30, 40: one per stop of the `e2e` kills)."""
+    return never_stopped_run(tmp_path_factory, 50)
+
+
+@pytest.fixture(scope="session")
+def never_stopped_30(tmp_path_factory) -> Path:
+    """The never-stopped run of 30 updates: what the in-process stops and resumes end as."""
+    return never_stopped_run(tmp_path_factory, 30)
 
 
 @pytest.mark.slow
-def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped, tmp_path):
-    """--train-steps 15 (between checkpoints, a step the schedule logs), then 27 (off the log schedule: the stop's
-    final record is dropped when the run goes on), then 50, in new Trainers as new processes would."""
-    for steps in (15, 27, 50):
-        train_in_process(tmp_path / "run", steps)
-    assert_same_run(never_stopped, tmp_path / "run")
+def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped_30, tmp_path, monkeypatch, caplog):
+    """Three Trainers, as new processes would be, end as the never-stopped run of 30 updates:
+
+    1. --train-steps 30, whose first training collection (after update 5; the last scheduled checkpoint is at 0)
+       fails once its episode is saved, as a full disk would: the run is checkpointed at update 5, owing that
+       collection with the update's metrics, naming the training episodes from before it (the one it saved is set
+       aside on resume), and with the policy's generator put back (nothing but acting draws from it before step 5);
+    2. --train-steps 27: redoes the owed collection, then stops between checkpoints (20 and 30) at a step the
+       schedule does not log (its final record there is dropped when the run goes on);
+    3. --train-steps 30, through a collection, a checkpoint and a test phase: every tensor and record equal to the
+       never-stopped run's, nothing owed any more."""
+    run = tmp_path / "run"
+    caplog.set_level("INFO", logger="planet_sac")
+    with monkeypatch.context() as patch:
+        FullDiskAfterSeedEpisodes(patch)
+        with pytest.raises(OSError, match="No space left on device"):
+            train_in_process(run, 30)
+    assert_the_failed_collection_is_checkpointed_owed(run)
+    train_in_process(run, 27)
+    assert "redoing the collection that failed" in caplog.text
+    assert _checkpoint_step(run) == 27
+    train_in_process(run, 30)
+    assert_same_run(never_stopped_30, run)
+    assert checkpoint(run)["run_state/owed_collection"] == b""  # owed no more
 
 
 class FullDiskAfterSeedEpisodes:
@@ -117,24 +148,20 @@ class FullDiskAfterSeedEpisodes:
         monkeypatch.setattr(collection, "Actor", FullDisk)
 
 
-@pytest.mark.slow
-def test_a_failed_collection_checkpoints_its_update_with_the_collection_owed(tmp_path, monkeypatch):
+def assert_the_failed_collection_is_checkpointed_owed(run: Path) -> None:
     """The checkpoint a failed collection leaves: at its update (5, where the last scheduled one is at 0), owing that
     collection with the update's metrics, and naming the training episodes from before it (the one it saved is set
-    aside on resume). The resumed run against a never-stopped one: the `e2e` test below."""
-    FullDiskAfterSeedEpisodes(monkeypatch)
-    with pytest.raises(OSError, match="No space left on device"):
-        train_in_process(tmp_path / "run", 10)
-    assert _checkpoint_step(tmp_path / "run") == 5
-    tensors = checkpoint(tmp_path / "run")
+    aside on resume)."""
+    assert _checkpoint_step(run) == 5
+    tensors = checkpoint(run)
     owed = json.loads(tensors["run_state/owed_collection"].decode())
     assert owed["step"] == 5 and np.isfinite(owed["update_metrics"]["loss/total"])
     named = json.loads(tensors["run_state/train_episodes"].decode())
-    on_disk = sorted(path.name for path in (tmp_path / "run" / "train_episodes").glob("*.npz"))
+    on_disk = sorted(path.name for path in (run / "train_episodes").glob("*.npz"))
     assert len(on_disk) == len(named) + 1 and set(named) < set(on_disk)  # 3 seed episodes named, the failed one not
     import tensorflow as tf
 
-    first = tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints" / "ckpt-0"))
+    first = tf.train.load_checkpoint(str(run / "checkpoints" / "ckpt-0"))
     # nothing but acting draws from the policy's generator before step 5: put back, it is as at step 0
     np.testing.assert_array_equal(tensors["policy/rng_state"],
                                   first.get_tensor("variables/policy/rng_state/.ATTRIBUTES/VARIABLE_VALUE"))

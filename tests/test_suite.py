@@ -22,7 +22,7 @@ import pytest
 from planet_sac import suite
 from planet_sac.config import ConfigError
 from planet_sac.config_loading import load_config
-from tests.conftest import records_without_wall_clock
+from tests.conftest import old_run_copy, records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -514,7 +514,7 @@ def test_the_final_evaluation_meets_the_episodes_evaluate_does(tmp_path):
     from planet_sac.acting.evaluation import evaluate
 
     run = tmp_path / "run"
-    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    old_run_copy(run)
     results = suite.final_evaluation(str(run), "random", seed=5, episodes=3, compare_episodes=0)
     assert list(results) == ["random"]
     assert results["random"]["returns"] == evaluate(str(run), 3, "random", seed=5)["returns"]
@@ -530,7 +530,7 @@ def test_a_stopped_final_evaluation_goes_on_with_the_policies_it_had_not_finishe
     from planet_sac.acting.evaluation import evaluate
 
     run = tmp_path / "run"
-    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    old_run_copy(run)
     never_stopped = suite.final_evaluation(str(run), "sac", seed=5, episodes=2, compare_episodes=1)
     assert list(never_stopped) == ["sac", "random", "cem", "sac_guided_cem"]
     assert never_stopped["cem"]["returns"] == evaluate(str(run), 1, "cem", seed=5)["returns"]

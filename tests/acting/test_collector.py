@@ -19,15 +19,13 @@ from planet_sac.config import ConfigError
 from planet_sac.config_loading import apply_overrides, check_override_keys, load_config
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.training.trainer import Trainer
-from tests.conftest import ROOT, save_version
-
-OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
+from tests.conftest import OLD_RUN, old_run_copy, save_version
 
 
 @pytest.fixture
 def run(tmp_path):
     logdir = tmp_path / "run"
-    shutil.copytree(OLD_RUN, logdir)
+    old_run_copy(logdir)
     return str(logdir)
 
 
@@ -170,14 +168,6 @@ def test_reloading_while_the_learner_writes_and_rotates_gives_whole_versions(run
         collector.close()
 
 
-@pytest.mark.slow
-def test_collect_command_follows_a_run(run, tmp_path, capsys):
-    outdir = str(tmp_path / "out")
-    assert main(["collect", "--policy", "sac", "--checkpoint", run, "--outdir", outdir, "--episodes", "2",
-                 "--reload-every", "0.5", "--quiet"]) == 0
-    assert len(list_episodes(outdir)) == 2 and "wrote 2 episodes" in capsys.readouterr().out
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--reload-every", "0"], "--reload-every=0: must be a finite number of seconds > 0"),
     (["--reload-every", "-3"], "--reload-every=-3: must be a finite number of seconds > 0"),
@@ -238,7 +228,8 @@ def test_a_collector_waiting_for_its_run_checks_its_set_keys_before_writing(tmp_
 @pytest.mark.slow
 def test_trainer_without_collection_learns_from_what_arrives(smoke_config, tmp_path):
     config = apply_overrides(smoke_config, ["schedule.collect=false", "schedule.train_steps=6", "schedule.collect_every=2",
-                                            "schedule.checkpoint_every=1000", "schedule.test_episodes=0"])
+                                            "schedule.checkpoint_every=1000", "schedule.test_episodes=0",
+                                            "sac.updates_per_step=0"])  # the model alone: no SAC graphs to trace
     logdir = tmp_path / "run"
     shutil.copytree(OLD_RUN / "train_episodes", logdir / "train_episodes")  # as if written by collectors
     trainer = Trainer(config, str(logdir), progress=False)
@@ -265,25 +256,35 @@ def test_per_checkpoint_needs_reload_every(run, tmp_path):
         Collector(run, str(tmp_path / "out"), per_checkpoint=True)
 
 
+@pytest.mark.slow
 def test_a_collector_acts_with_its_policy_reloads_only_new_checkpoints_and_collects_what_is_asked(run, tmp_path,
-                                                                                                 monkeypatch):
-    """--policy sets the train phase's policy (the run's own policy.train is cem); a look with no newer checkpoint
-    restores nothing; with 2 environments, 3 episodes are 3 (the last round runs one environment's)."""
+                                                                                                 monkeypatch, capsys):
+    """`planet-sac collect --checkpoint RUN --reload-every` follows a run and writes what is asked; --policy sets the
+    train phase's policy (the run's own policy.train is cem); a look with no newer checkpoint restores nothing; with 2
+    environments, 3 episodes are 3 (the last round runs one environment's)."""
+    import planet_sac.acting.collector
     from planet_sac.control.policy import POLICIES
 
+    made = []  # the command's collector
+    restores = []  # the restores after its first one (at its start)
+
+    class SpyCollector(planet_sac.acting.collector.Collector):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+            original = self.agent.restore
+            monkeypatch.setattr(self.agent, "restore", lambda *args: restores.append(args) or original(*args))
+
+    monkeypatch.setattr(planet_sac.acting.collector, "Collector", SpyCollector)
     outdir = str(tmp_path / "out")
-    collector = Collector(run, outdir, policy="random", overrides=["env.num_envs=2"])
-    try:
-        assert collector.config.policy.train == "cem"
-        assert int(collector.agent.policy.phase_policy[0].numpy()) == POLICIES.index("random")
-        restores = []
-        original = collector.agent.restore
-        monkeypatch.setattr(collector.agent, "restore", lambda *args: restores.append(args) or original(*args))
-        assert collector.reload() and restores == []
-        summaries = collector.run(3)
-    finally:
-        collector.close()
-    assert len(summaries) == 3 and len(list_episodes(outdir)) == 3
+    assert main(["collect", "--policy", "random", "--checkpoint", run, "--outdir", outdir, "--episodes", "3",
+                 "--reload-every", "0.5", "--set", "env.num_envs=2", "--quiet"]) == 0
+    assert len(list_episodes(outdir)) == 3 and "wrote 3 episodes" in capsys.readouterr().out
+    (collector,) = made
+    assert collector.config.policy.train == "cem" and collector.config.env.num_envs == 2
+    assert int(collector.agent.policy.phase_policy[0].numpy()) == POLICIES.index("random")
+    assert len(collector.collected) == 3
+    assert collector.reload() and restores == []
 
 
 def test_random_collection_starts_no_more_environments_than_episodes(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ import pytest
 from planet_sac.cli import main
 from planet_sac.config import ConfigError, EnvConfig
 from planet_sac.envs import environment_seed, episode_seed, make_env, make_envs
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import CONFIGS, ROOT, old_run_copy
 
 EXAMPLE = ROOT / "examples" / "myenvs.py"
 
@@ -47,13 +47,18 @@ def write_module(folder, name: str, source: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_example_environment_trains_from_the_command_line_in_two_processes(module_dir, tmp_path):
-    """docs/own_environment.md's example, as a user's module: the environment processes import it themselves."""
+    """docs/own_environment.md's example, as a user's module: the environment processes import it themselves.
+
+    `e2e`: in `make test`, test_a_module_task_in_environment_processes_and_from_python checks the same module in two
+    environment processes and from Python (its Dict observation mapped by hand, the environment's seed); this scenario
+    adds the `train` command and its training episodes' seeds."""
     shutil.copy(EXAMPLE, module_dir / "myreach_example.py")
     logdir = tmp_path / "run"
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
                  "--set", "env.task=gym:myreach_example:MyReach-v0", "--set", "env.num_envs=2",
-                 "--set", "schedule.train_steps=5"]) == 0
+                 "--set", "schedule.train_steps=5", "--set", "sac.updates_per_step=0"]) == 0  # the model alone
     from planet_sac.episodes.folder import list_episodes
     from planet_sac.episodes.storage import load_episode
 
@@ -428,7 +433,7 @@ def test_a_run_whose_test_environment_raises_once_goes_on(module_dir, tmp_path, 
     logdir = tmp_path / "run"
     assert main(["train", "--config", str(CONFIGS / "smoke.yaml"), "--logdir", str(logdir), "--quiet",
                  "--set", "env.task=gym:flaky_test_env:Flaky-v0", "--set", "env.obs=state",
-                 "--set", "schedule.train_steps=10"]) == 0
+                 "--set", "schedule.train_steps=10", "--set", "sac.updates_per_step=0"]) == 0  # the model alone
     assert "environment 0 raised RuntimeError: lost the simulator; restarted it" in capsys.readouterr().err
     assert len(sys.modules["flaky_test_env"].MADE) == 3  # training, test, and the test environment's replacement
 
@@ -457,7 +462,7 @@ def test_an_evaluation_whose_environment_raises_once_plays_the_episode_again(mod
         gymnasium.register("FlakyPendulum-v0", entry_point=FlakyPendulum, max_episode_steps=200)
     """)
     run = tmp_path / "run"
-    shutil.copytree(ROOT / "tests" / "fixtures" / "run_0_1", run)
+    old_run_copy(run)
     out = tmp_path / "returns.json"
     assert main(["evaluate", "--logdir", str(run), "--episodes", "2", "--policy", "random", "--json", str(out),
                  "--set", "env.task=gym:flaky_pendulum:FlakyPendulum-v0"]) == 0

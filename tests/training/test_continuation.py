@@ -153,9 +153,14 @@ def test_the_learner_trains_the_head_and_the_sac_head_sees_its_discounts(smoke_c
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_xla_policy_acts_with_the_head():
     """The phase-gated policy, compiled with XLA (the default), acts in every branch on a model with a
-    continuation head, without retracing."""
+    continuation head, without retracing.
+
+    `e2e` (an XLA compile of every branch, 10 s of CPU): in `make test`, the head's discounts in the planner's returns
+    are test_planner_weights_rewards_and_value_by_the_predicted_discounts, and an XLA-compiled policy acting in every
+    branch without a retrace is test_control.test_xla_policy_computes_what_the_graph_policy_computes."""
     from planet_sac.config import CEMConfig, ModelConfig, SACConfig
     from planet_sac.control.policy import Policy
     from planet_sac.control.sac import SAC

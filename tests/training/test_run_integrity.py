@@ -29,10 +29,9 @@ from planet_sac.cli import main
 from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.storage import load_episode
 from planet_sac.training.run_lock import LOCK_FILE, RunLockedError, lock_run
-from tests.conftest import CONFIGS, DATA, ROOT, logged_warnings, save_version
+from tests.conftest import CONFIGS, DATA, ROOT, logged_warnings, old_run_copy, save_version
 
 SMOKE = str(CONFIGS / "smoke.yaml")
-OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run with a checkpoint at step 10
 
 
 @pytest.fixture
@@ -43,7 +42,7 @@ def warnings():
 @pytest.fixture
 def run(tmp_path):
     logdir = tmp_path / "run"
-    shutil.copytree(OLD_RUN, logdir)
+    old_run_copy(logdir)
     return str(logdir)
 
 
@@ -272,35 +271,6 @@ def test_a_run_whose_checkpoints_were_deleted_is_not_started_over_on_top_of_its_
     assert not os.path.exists(f"{run}/checkpoints") or not os.listdir(f"{run}/checkpoints")
 
 
-@pytest.mark.slow
-def test_resume_skips_a_damaged_checkpoint(smoke_run, tmp_path,
-                                                                                                warnings):
-    """Resume skips a damaged checkpoint, moves it out of the rotation and logs the lost steps once.
-
-    On a copy of the session's smoke run (conftest.smoke_run: trained to 10, resumed to 20, a test phase at each)."""
-    run = str(tmp_path / "run")
-    shutil.copytree(smoke_run[0], run)  # the fixture's own copy is shared: never written
-    with open(f"{run}/metrics.jsonl") as file:
-        first = [json.loads(line) for line in file]
-    assert [row["step"] for row in first if row.get("phase") == "test"] == [10, 20]
-    assert [os.path.basename(prefix) for prefix in checkpoint_files(f"{run}/checkpoints")][-2:] == ["ckpt-10", "ckpt-20"]
-    damage(f"{run}/checkpoints/ckpt-20", "flipped")
-
-    assert main(["train", "--logdir", run, "--train-steps", "20", "--quiet"]) == 0  # resumes ckpt-10, redoes 11..20
-    assert f"checkpoint {run}/checkpoints/ckpt-20 is unreadable" in messages(warnings)
-    assert sorted(os.listdir(f"{run}/checkpoints/damaged")) == ["ckpt-20.data-00000-of-00001", "ckpt-20.index"]
-    with open(f"{run}/metrics.jsonl") as file:
-        rows = [json.loads(line) for line in file]
-    keys = [(row["step"], row["phase"], tuple(sorted(k for k in row if k != "time"))) for row in rows]
-    assert len(keys) == len(set(keys)), "a record of the lost steps appears twice"
-    assert [row["step"] for row in rows if row.get("phase") == "test"] == [10, 20]  # the test phase at 20 redone, once
-    assert [row["step"] for row in rows if "loss/total" in row and row["phase"] == "train"] == \
-        [row["step"] for row in first if "loss/total" in row and row["phase"] == "train"]
-    # The new ckpt-20 is whole and was written by the redone steps.
-    loaded = read_checkpoint(run, lambda stored: list(stored))
-    assert loaded.prefix.endswith("ckpt-20") and loaded.step == 20 and not loaded.damaged
-
-
 class Net(tf.Module):
     def __init__(self, value: float):
         super().__init__(name="net")
@@ -368,7 +338,7 @@ def test_a_full_disk_is_reported_as_such_and_the_run_resumes_once_space_is_freed
     real = mount_tmpfs(mount, 3072)
     try:
         logdir = f"{mount}/run"
-        shutil.copytree(OLD_RUN, logdir)
+        old_run_copy(Path(logdir))
         if real:
             filler = fill(mount, leave_kb=150)  # less than a checkpoint (~270 kB)
         else:  # no mount allowed here (not root, or no CAP_SYS_ADMIN): TensorFlow's own error for ENOSPC, injected
@@ -573,34 +543,42 @@ def _copy_an_episode(logdir) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stopped", [pytest.param("between_checkpoints", marks=pytest.mark.e2e), "before_the_first_update"])
-def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collection_redone(tmp_path, stopped):
+@pytest.mark.e2e
+def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collection_redone(tmp_path):
     """A run killed after a collection but before the next checkpoint redoes the collection as the uninterrupted run
     did it: the episode on disk moves to train_episodes/interrupted/ (kept, never read), and the run ends with the
-    episodes an uninterrupted run collects (2 seed + one per 5 updates), not more env steps."""
+    episodes an uninterrupted run collects (2 seed + one per 5 updates), not more env steps. Killed between
+    checkpoints here; before the first update: `test_a_run_set_aside_killed_midway_and_resumed_past_...`."""
     logdir = tmp_path / "run"
     trainer = _trainer(logdir)
-    if stopped == "between_checkpoints":
-        trainer.run(10)  # checkpoint at 10 after the collections at 5 and 10
-        _copy_an_episode(logdir)  # the collection at step 15, written before the kill; no checkpoint at 15
-        total = 20
-    else:
-        trainer.collect_seed_episodes()  # seed episodes after the first checkpoint (step 0, no episodes)
-        _copy_an_episode(logdir)  # the collection at step 5
-        total = 10
+    trainer.run(10)  # checkpoint at 10 after the collections at 5 and 10
+    _copy_an_episode(logdir)  # the collection at step 15, written before the kill; no checkpoint at 15
+    total = 20
     written = {path.name for path in (logdir / "train_episodes").glob("*.npz")}
     trainer.close()
     trainer = _trainer(logdir)
-    set_aside = 1 if stopped == "between_checkpoints" else 3  # the seed episodes too: ckpt-0 has none
+    set_aside = 1
     assert f"{set_aside} training episode(s) written after that checkpoint moved to" in trainer.start_message
+    assert_set_aside_and_counted(logdir, trainer, set_aside, written, test_episodes=1)
+    trainer.run(total)
+    trainer.close()
+    assert_collections_redone(logdir, written, total)
+
+
+def assert_set_aside_and_counted(logdir: Path, trainer, set_aside: int, written: set[str], test_episodes: int) -> None:
+    """`set_aside` training episodes in train_episodes/interrupted/; from the restore on, the counters count the
+    files (the test seed episodes too: a checkpoint written before them does not count them)."""
     assert len(list((logdir / "train_episodes" / "interrupted").glob("*.npz"))) == set_aside
     on_disk = len(list_episodes(str(logdir / "train_episodes")))  # from the restore on, the counters count the files
     assert int(trainer.counters.train_episodes.numpy()) == on_disk == len(written) - set_aside
     assert int(trainer.counters.env_steps.numpy()) == on_disk * 50 * 2
-    # the test seed episode too (ckpt-0, written before it, does not count it)
-    assert int(trainer.counters.test_episodes.numpy()) == len(list_episodes(str(logdir / "test_episodes"))) == 1
-    trainer.run(total)
-    trainer.close()
+    assert int(trainer.counters.test_episodes.numpy()) == len(list_episodes(str(logdir / "test_episodes"))) \
+        == test_episodes
+
+
+def assert_collections_redone(logdir: Path, written: set[str], total: int) -> None:
+    """The run at `total` updates holds an uninterrupted run's training episodes (2 seed + one per 5 updates) and
+    env steps, and every episode written before a kill is kept (in the folder or in interrupted/)."""
     assert len(list_episodes(str(logdir / "train_episodes"))) == 2 + total // 5
     kept = {path.name for path in (logdir / "train_episodes").glob("*.npz")} | {
         path.name for path in (logdir / "train_episodes" / "interrupted").glob("*.npz")}
@@ -637,56 +615,116 @@ def test_a_collection_half_written_before_a_kill_is_redone_whole_and_logged_on_r
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("killed", ["before its record", "after its record"])
-def test_a_test_phase_killed_midway_is_redone_without_adding_its_episodes_twice(tmp_path, monkeypatch, killed):
-    """The kill comes after the second test phase saved its episode, before its checkpoint: before its record was
-    written, or after (the record at its step is then dropped on resume, as the checkpoint does not hold the phase).
-    The resumed run redoes the phase and ends with an uninterrupted run's test records (one per phase) and test
-    episodes (2 seed + 1 per phase), the first attempt's episode kept aside in test_episodes/interrupted/ (it used to
-    join the held-out data: one too many)."""
+def test_a_run_set_aside_killed_midway_and_resumed_past_a_damaged_checkpoint_ends_as_the_uninterrupted_run(
+        tmp_path, monkeypatch, warnings):
+    """One run stopped four ways, each time resumed by a new Trainer, as a new process would be:
+
+    1. killed before its first update, after its seed episodes and the episode of the collection at step 5 were
+       written (ckpt-0 names none of them): the resumed run sets all 3 aside in train_episodes/interrupted/ (kept,
+       never read), its counters count the files from the restore on, and it redoes the collections;
+    2. killed in the test phase at 10 after its record was written (the record at its step is then dropped on
+       resume, as the checkpoint does not hold the phase);
+    3. killed in the test phase at 15 after it saved its episode, before its record was written;
+    4. its newest checkpoint (ckpt-15) then damaged: the resume skips it, moves it out of the rotation (to
+       checkpoints/damaged/) and warns once, resumes from ckpt-10, sets aside the collection at 15 and redoes 11..15
+       with its test phase, logging the lost steps once; the new ckpt-15 is whole.
+    Each resumed run redoes what its checkpoint does not hold, and the run ends with an uninterrupted run's records
+    (one per logged step and phase), test episodes (2 seed + 1 per phase; each killed attempt's episode kept aside
+    in test_episodes/interrupted/: it used to join the held-out data, one too many) and training episodes (2 seed +
+    one per 5 updates), not more env steps. SAC updates are off: none of this depends on them."""
     from planet_sac.config_loading import load_config
     from planet_sac.training import test_phase as test_phase_module
-    from planet_sac.training import trainer as trainer_module
+    from planet_sac.training.trainer import Trainer
 
     settings = ["schedule.train_phase_steps=5", "schedule.test_episodes=1", "data.test_seed_episodes=2",
-                "schedule.checkpoint_every=5"]
+                "schedule.checkpoint_every=5", "sac.updates_per_step=0"]
     config = load_config(SMOKE, [*RESUME_SETTINGS, *settings])
-    real_critic, real_log = test_phase_module.critic_vs_returns, trainer_module.Trainer._log
-    calls = []
-
-    def critic_vs_returns(*args, **kwargs):  # runs after the phase's episode is saved, before its record
-        calls.append(1)
-        if killed == "before its record" and len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_critic(*args, **kwargs)
-
-    def log(trainer, values, phase):  # the record written, its checkpoint not yet
-        record = real_log(trainer, values, phase)
-        if killed == "after its record" and phase == "test" and len(calls) == 2:
-            raise KeyboardInterrupt
-        return record
-
-    monkeypatch.setattr(test_phase_module, "critic_vs_returns", critic_vs_returns)
-    monkeypatch.setattr(trainer_module.Trainer, "_log", log)
     logdir = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt):
-        trainer_module.train(config, str(logdir), train_steps=10, progress=False)
-    written = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in written if r.get("phase") == "test"] == ([5] if killed == "before its record" else [5, 10])
-    monkeypatch.setattr(test_phase_module, "critic_vs_returns", real_critic)
-    monkeypatch.setattr(trainer_module.Trainer, "_log", real_log)
-    trainer_module.train(config, str(logdir), train_steps=10, progress=False)
-    records = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    phases = [r["step"] for r in records if r.get("phase") == "test"]
-    assert phases == [5, 10]
+    total = 15
+
+    def run(killed: str | None = None, check=lambda trainer: None) -> None:
+        """Trains the run to `total` in a new Trainer, after `check(trainer)`; `killed`: a KeyboardInterrupt ends it
+        in its second test phase, `before its record` or `after its record`."""
+        real_critic, real_log = test_phase_module.critic_vs_returns, Trainer._log
+        calls = []
+
+        def critic_vs_returns(*args, **kwargs):  # runs after the phase's episode is saved, before its record
+            calls.append(1)
+            if killed == "before its record" and len(calls) == 2:
+                raise KeyboardInterrupt
+            return real_critic(*args, **kwargs)
+
+        def log(trainer, values, phase):  # the record written, its checkpoint not yet
+            record = real_log(trainer, values, phase)
+            if killed == "after its record" and phase == "test" and len(calls) == 2:
+                raise KeyboardInterrupt
+            return record
+
+        with monkeypatch.context() as patch:
+            patch.setattr(test_phase_module, "critic_vs_returns", critic_vs_returns)
+            patch.setattr(Trainer, "_log", log)
+            trainer = Trainer(config, str(logdir), progress=False)
+            try:
+                check(trainer)
+                if killed is None:
+                    trainer.run(total)
+                else:
+                    with pytest.raises(KeyboardInterrupt):
+                        trainer.run(total)
+            finally:
+                trainer.close()
+
+    def records() -> list[dict]:
+        return [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+
+    def test_records() -> list[int]:
+        return [r["step"] for r in records() if r.get("phase") == "test"]
+
+    trainer = Trainer(config, str(logdir), progress=False)
+    trainer.collect_seed_episodes()  # seed episodes after the first checkpoint (step 0, no episodes)
+    _copy_an_episode(logdir)  # the collection at step 5
+    written = {path.name for path in (logdir / "train_episodes").glob("*.npz")}
+    trainer.close()
+
+    def set_aside(trainer) -> None:
+        assert "3 training episode(s) written after that checkpoint moved to" in trainer.start_message
+        # the seed episodes too (ckpt-0 has none); the test seed episodes counted (ckpt-0, written before them, does not)
+        assert_set_aside_and_counted(logdir, trainer, 3, written, test_episodes=2)
+
+    run(killed="after its record", check=set_aside)  # in the test phase at 10
+    assert test_records() == [5, 10]
+    run(killed="before its record")  # redoes the phase at 10, then killed in the one at 15
+    assert test_records() == [5, 10]
+    written |= {path.name for path in (logdir / "train_episodes").glob("*.npz")}  # the collection at 15 among them
+
+    checkpoints = f"{logdir}/checkpoints"
+    assert [os.path.basename(prefix) for prefix in checkpoint_files(checkpoints)][-2:] == ["ckpt-10", "ckpt-15"]
+    damage(f"{checkpoints}/ckpt-15", "flipped")
+    warnings.clear()
+    run()  # resumes ckpt-10, redoes 11..15
+    assert messages(warnings).count(f"checkpoint {checkpoints}/ckpt-15 is unreadable") == 1
+    assert sorted(os.listdir(f"{checkpoints}/damaged")) == ["ckpt-15.data-00000-of-00001", "ckpt-15.index"]
+    loaded = read_checkpoint(str(logdir), lambda stored: list(stored))  # the new ckpt-15 is whole, by the redone steps
+    assert loaded.prefix.endswith("ckpt-15") and loaded.step == 15 and not loaded.damaged
+
+    rows = records()
+    keys = [(row["step"], row["phase"], tuple(sorted(k for k in row if k != "time"))) for row in rows]
+    assert len(keys) == len(set(keys)), "a record of the lost steps appears twice"
+    phases = test_records()
+    assert phases == [5, 10, 15]  # each phase redone, once
+    assert [row["step"] for row in rows if "loss/total" in row and row["phase"] == "train"] == [5, 10, 15]
     assert len(list_episodes(str(logdir / "test_episodes"))) == 2 + len(phases)
-    assert len(list_episodes(str(logdir / "test_episodes" / "interrupted"))) == 1
+    assert len(list_episodes(str(logdir / "test_episodes" / "interrupted"))) == 2  # one per killed phase
     assert [name for name in os.listdir(logdir / "test_episodes") if name.startswith(".")] == []
+    assert len(list_episodes(str(logdir / "train_episodes" / "interrupted"))) == 3 + 1  # and the collection at 15
+    assert_collections_redone(logdir, written, total)
 
 
 def test_a_resumed_offline_run_never_moves_its_data_even_when_the_folder_grew(tmp_path):
     """Offline, the training folder is the user's data: a resume sets nothing aside, also when episodes were added to
-    it after the checkpoint (which a collecting run would take for its own collections, written after it)."""
+    it after the checkpoint (which a collecting run would take for its own collections, written after it). The run
+    starts (its checkpoint at 0 counts 3 episodes), the data grows, and the resumed run trains on it (without SAC
+    updates: none of this depends on them)."""
     from planet_sac.config_loading import load_config
     from planet_sac.training.trainer import Trainer
 
@@ -695,15 +733,15 @@ def test_a_resumed_offline_run_never_moves_its_data_even_when_the_folder_grew(tm
     shipped = list_episodes(str(DATA / "pendulum_state"))
     for path in shipped[:3]:
         shutil.copy(path, data)
-    config = load_config(SMOKE, RESUME_SETTINGS)
+    config = load_config(SMOKE, [*RESUME_SETTINGS, "sac.updates_per_step=0"])
     trainer = Trainer(config, str(tmp_path / "run"), offline_data=str(data), progress=False)
-    trainer.run(10)
     trainer.close()
-    for path in shipped[3:]:  # the data grew after the checkpoint at 10
+    assert checkpoint_files(str(tmp_path / "run" / "checkpoints"))[-1].endswith("ckpt-0")
+    for path in shipped[3:]:  # the data grew after the checkpoint at 0
         shutil.copy(path, data)
     trainer = Trainer(config, str(tmp_path / "run"), offline_data=str(data), progress=False)
-    assert "after that checkpoint" not in trainer.start_message
-    trainer.run(20)
+    assert trainer.start_message.startswith("resumed ") and "after that checkpoint" not in trainer.start_message
+    trainer.run(10)
     trainer.close()
     assert sorted(os.listdir(data)) == sorted(os.path.basename(path) for path in shipped)  # nothing moved, no interrupted/
 

@@ -20,46 +20,6 @@ def compare_config(smoke_config):
                                           "policy.test=cem", "policy.compare=[random, sac, cem]"])
 
 
-@pytest.mark.slow
-def test_compared_policies_are_logged_by_name_after_the_catch_up(compare_config, tmp_path, monkeypatch):
-    """Each compared policy acts and is logged by name, and the catch-up rounds run before the test phase.
-
-    The run also checks the catch-up rounds when CEM collects (sac.catchup_rounds=3, 10 updates, one CEM collection
-    and one test phase): the head catches up before the test phase only. The SAC case, where it also catches up before
-    the collection: test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration."""
-    from planet_sac.config import POLICIES
-    from planet_sac.training.trainer import Trainer
-
-    trainer = Trainer(apply_overrides(compare_config, ["sac.catchup_rounds=3"]), str(tmp_path / "run"), progress=False)
-    acting = []  # the policy the compiled test-phase branch points at while each test-phase actor runs
-    agent_actors = []  # (phase, outdir) of every actor that acts with the agent's policy
-
-    class SpyActor(collection_module.Actor):
-        def run(self, num_episodes, progress=False, seeds=None):
-            if self.phase == "test":
-                acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[1])])
-            if self.policy is trainer.agent.policy:
-                agent_actors.append((self.phase, self.outdir))
-            return super().run(num_episodes, progress, seeds)
-
-    monkeypatch.setattr(collection_module, "Actor", SpyActor)  # training episodes
-    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes
-    run_catching_up(trainer, tmp_path / "run", catchups=1, train_policy="cem")
-    # The test policy's (saved) episodes first, then the compared ones in order.
-    assert acting[-3:] == ["cem", "random", "sac"]
-    # Training episodes are collected in the train phase (PlaNet's exploration), test episodes in the test phase.
-    train_dir = str(tmp_path / "run" / "train_episodes")
-    assert ("train", train_dir) in agent_actors
-    assert all(phase == ("train" if outdir == train_dir else "test") for phase, outdir in agent_actors), agent_actors
-    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
-    (test,) = [r for r in records if r.get("phase") == "test"]
-    assert {"test/return/cem", "test/return/random", "test/return/sac"} <= test.keys()
-    assert test["test/return"] == test["test/return/cem"]
-    assert int(trainer.agent.policy.phase_policy.numpy()[1]) == POLICIES.index("cem")  # restored afterwards
-    # Only the test policy's episode is saved (1 seed episode + 1 test episode).
-    assert len(os.listdir(tmp_path / "run" / "test_episodes")) == 2
-
-
 @pytest.mark.parametrize("value, message", [("sac", "must be a list"), ("[sac, bogus]", "not allowed"),
                                             ("[sac, sac]", "more than once")])
 def test_compare_list_is_validated(smoke_config, value, message):
@@ -67,39 +27,44 @@ def test_compare_list_is_validated(smoke_config, value, message):
         apply_overrides(smoke_config, [f"policy.compare={value}"])
 
 
-def assert_catch_up_rounds(trainer, catchups: int) -> None:
-    """SAC updates counted by hand: 10 x 1 per update + 3 rounds x 1 per catch-up."""
-    assert int(trainer.learner.optimizer.iterations.numpy()) == 10  # the world model: updates only
-    assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 10 + 3 * catchups
+def assert_catch_up_rounds(trainer, catchups: int, updates: int) -> None:
+    """SAC updates counted by hand: `updates` x 1 per update + 3 rounds x 1 per catch-up."""
+    assert int(trainer.learner.optimizer.iterations.numpy()) == updates  # the world model: updates only
+    assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == updates + 3 * catchups
 
 
-def run_catching_up(trainer, logdir, catchups: int, train_policy: str) -> None:
-    """Runs `trainer` to its end (closing it), then checks the head's catch-up rounds and their records."""
-    try:
-        trainer.run()
-        assert_catch_up_rounds(trainer, catchups)
-    finally:
-        trainer.close()
-    assert_catch_up_records(logdir, train_policy)
-
-
-def assert_catch_up_records(logdir, train_policy: str) -> None:
-    records = [json.loads(line) for line in open(logdir / "metrics.jsonl")]
-    (test,) = [record for record in records if record["phase"] == "test"]
-    assert "catchup/sac/q" in test and "test/return" in test
-    collected = [record for record in records if "train/return" in record]
-    assert ("catchup/sac/q" in collected[0]) == (train_policy in ("sac", "sac_guided_cem"))  # those act with the head
+def by_hand_test_phase_steps(first: int, every: int, steps: int) -> list[int]:
+    """The updates after which a run of `steps` updates has a test phase: `first`, then every `every`."""
+    return [step for step in range(1, steps + 1) if step >= first and (step - first) % every == 0]
 
 
 @pytest.mark.slow
 def test_the_head_catches_up_before_sac_guided_cem_collects(compare_config, tmp_path):
     """policy.train=sac_guided_cem plans with the head's actor and critic, so the head catches up before that
-    collection as before the test phase: 10 updates, one collection and one test phase, 3 rounds before each."""
+    collection as before the test phase: 12 updates, one collection (at 10) and one test phase, 3 rounds before each.
+
+    The same run checks a first test phase later than `train_phase_steps` (schedule.first_test_phase=12, every 10):
+    none at update 10, one at 12 (the schedule's other case, a first test phase earlier than `train_phase_steps`:
+    test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration)."""
     from planet_sac.training.trainer import Trainer
 
-    config = apply_overrides(compare_config, ["sac.catchup_rounds=3", "policy.train=sac_guided_cem", "policy.compare=[]"])
+    config = apply_overrides(compare_config, ["sac.catchup_rounds=3", "policy.train=sac_guided_cem", "policy.compare=[]",
+                                              "schedule.train_steps=12", "schedule.first_test_phase=12"])
+    expected = by_hand_test_phase_steps(first=12, every=10, steps=12)
+    assert expected == [12]
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
-    run_catching_up(trainer, tmp_path / "run", catchups=2, train_policy="sac_guided_cem")
+    try:
+        trainer.run()
+        assert_catch_up_rounds(trainer, catchups=2, updates=12)
+    finally:
+        trainer.close()
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert [record["step"] for record in records if record["phase"] == "test"] == expected
+    (test,) = [record for record in records if record["phase"] == "test"]
+    assert "catchup/sac/q" in test and "test/return" in test
+    collected = [record for record in records if "train/return" in record]
+    assert [record["step"] for record in collected] == [10]
+    assert "catchup/sac/q" in collected[0]  # sac_guided_cem acts with the head
 
 
 def test_catch_up_needs_sac_updates(smoke_config):
@@ -150,39 +115,76 @@ def test_pendulum_first_run_lets_the_head_collect_every_other_episode():
 
 @pytest.mark.slow
 def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration(smoke_config, tmp_path, monkeypatch):
-    """20 updates with a collection every 5 and a test phase every 10: CEM collects the 1st and 3rd episodes, the SAC
-    head (sampling its actions: the train phase) the 2nd and 4th, each after its catch-up rounds; the train-phase policy
-    is CEM again after each; the head catches up before each test phase too (recorded in the test phase's record).
+    """One run checks the training collections, the test phases' schedule and start states, and the compared policies.
+
+    20 updates with a collection every 5: CEM collects the 1st and 3rd episodes, the SAC head (sampling its actions:
+    the train phase) the 2nd and 4th, each after its catch-up rounds; the train-phase policy is CEM again after each.
     The head's collections log the exploration noise it acted with (`train/sac_exploration`), CEM's do not; with
-    sac.exploration_share=0.67 the 2nd collection has it, the 4th not (floor(4 x 0.67) = floor(3 x 0.67))."""
+    sac.exploration_share=0.67 the 2nd collection has it, the 4th not (floor(4 x 0.67) = floor(3 x 0.67)).
+
+    Test phases at schedule.first_test_phase=5, then every train_phase_steps=10: at 5 and 15, none at the run's end
+    (a first test phase later than train_phase_steps: test_the_head_catches_up_before_sac_guided_cem_collects). The
+    head catches up before each test phase too (recorded in the test phase's record), also when CEM collects. Each
+    compared policy (policy.test=cem, policy.compare=[random, sac, cem]) acts and is logged by name after the test
+    policy, with the compiled test-phase branch pointing at it, and the branch is restored afterwards; only the test
+    policy's episodes are saved. Test phases start from fresh states (DrQ-v2 and CURL evaluate from fresh ones), so a
+    test phase does not replay an earlier phase's, and each compared policy plays start states of its own. Training
+    episodes are collected in the train phase (PlaNet's exploration), test episodes in the test phase."""
     from planet_sac.config import POLICIES
     from planet_sac.training.trainer import Trainer
 
     config = apply_overrides(smoke_config, ["schedule.train_steps=20", "schedule.train_phase_steps=10",
-                                            "schedule.collect_every=5", "schedule.log_every=100",
+                                            "schedule.first_test_phase=5", "schedule.collect_every=5",
+                                            "schedule.log_every=100", "schedule.test_episodes=2",
+                                            "policy.test=cem", "policy.compare=[random, sac, cem]",
                                             "policy.sac_share=0.5", "sac.updates_per_step=1", "sac.catchup_rounds=2",
                                             "sac.exploration_noise=1.0", "sac.exploration_final=0.1",
                                             "sac.exploration_steps=1000", "sac.exploration_share=0.67"])
+    expected_tests = by_hand_test_phase_steps(first=5, every=10, steps=20)
+    assert expected_tests == [5, 15]  # the first earlier: the benchmark's 10k, 20k, ... env steps after 5k of seed episodes
     trainer = Trainer(config, str(tmp_path / "run"), progress=False)
     acting = []  # the policy the compiled train-phase branch points at while each training actor runs
+    testing = []  # the policy the compiled test-phase branch points at while each test-phase actor runs
+    tested = []  # (that policy, the reset seeds) of each actor the test phase makes, in order
+    agent_actors = []  # (phase, outdir) of every actor that acts with the agent's policy
 
-    class SpyActor(collection_module.Actor):
-        def run(self, num_episodes, progress=False, seeds=None):
-            if self.phase == "train" and self.policy is trainer.agent.policy:  # not the seed episodes' RandomPolicy
-                acting.append(POLICIES[int(trainer.agent.policy.phase_policy.numpy()[0])])
-            return super().run(num_episodes, progress, seeds)
+    actor = collection_module.Actor  # the product's, also the test phase's
 
-    monkeypatch.setattr(collection_module, "Actor", SpyActor)  # training episodes
-    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)  # test and compared episodes (none is in the train phase)
+    def spy(made_by_the_test_phase: bool) -> type:
+        class SpyActor(actor):
+            def run(self, num_episodes, progress=False, seeds=None):
+                branches = trainer.agent.policy.phase_policy.numpy()
+                if self.phase == "train" and self.policy is trainer.agent.policy:  # not the seed episodes' RandomPolicy
+                    acting.append(POLICIES[int(branches[0])])
+                if self.phase == "test":
+                    testing.append(POLICIES[int(branches[1])])
+                if self.policy is trainer.agent.policy:
+                    agent_actors.append((self.phase, self.outdir))
+                if made_by_the_test_phase:
+                    tested.append((POLICIES[int(branches[1])], list(seeds)))
+                return super().run(num_episodes, progress, seeds)
+
+        return SpyActor
+
+    monkeypatch.setattr(collection_module, "Actor", spy(False))  # seed and training episodes
+    monkeypatch.setattr(test_phase_module, "Actor", spy(True))  # test and compared episodes (none is in the train phase)
     try:
         trainer.run()
         assert int(trainer.learner.optimizer.iterations.numpy()) == 20  # the world model: updates only
         # 20 updates x 1 SAC update + (2 head collections + 2 test phases) x 2 catch-up rounds x 1 update, by hand
         assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == 20 + 4 * 2
         assert int(trainer.agent.policy.phase_policy.numpy()[0]) == POLICIES.index("cem")
+        assert int(trainer.agent.policy.phase_policy.numpy()[1]) == POLICIES.index("cem")  # restored afterwards
     finally:
         trainer.close()
     assert acting == ["cem", "sac", "cem", "sac"]
+    # The test policy's (saved) episodes first, then the compared ones in order.
+    assert testing[-3:] == ["cem", "random", "sac"]
+    assert [policy for policy, _ in tested] == ["cem", "random", "sac"] * len(expected_tests)
+    # Training episodes are collected in the train phase (PlaNet's exploration), test episodes in the test phase.
+    train_dir = str(tmp_path / "run" / "train_episodes")
+    assert ("train", train_dir) in agent_actors
+    assert all(phase == ("train" if outdir == train_dir else "test") for phase, outdir in agent_actors), agent_actors
     records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     collected = [record for record in records if "train/return" in record]
     assert [record["step"] for record in collected] == [5, 10, 15, 20]  # the collections keep their own schedule
@@ -201,53 +203,23 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
             assert "train/sac_exploration" not in record  # CEM's own noise is cem.exploration_noise
     assert collected[1]["train/sac_exploration"] > 0.1
     tests = [record for record in records if record["phase"] == "test"]
-    assert [record["step"] for record in tests] == [10, 20]
+    assert [record["step"] for record in tests] == expected_tests
     assert all("catchup/sac/q" in record and "test/return" in record for record in tests)
+    for test in tests:
+        assert {"test/return/cem", "test/return/random", "test/return/sac"} <= test.keys()
+        assert test["test/return"] == test["test/return/cem"]
+    # per phase: cem, then random and sac, each on schedule.test_episodes start states no other actor plays
+    assert [len(seeds) for _, seeds in tested] == [2] * 3 * len(expected_tests)
+    assert len({seed for _, seeds in tested for seed in seeds}) == 2 * 3 * len(expected_tests)
     assert len(os.listdir(tmp_path / "run" / "train_episodes")) == 2 + 4  # smoke's 2 seed episodes + 4 collected
+    # Only the test policy's episodes are saved (1 seed episode + 2 test phases x 2 test episodes).
+    assert len(os.listdir(tmp_path / "run" / "test_episodes")) == 1 + 2 * 2
 
 
 @pytest.mark.parametrize("value", ["-0.1", "1.5"])
 def test_sac_share_is_a_share(smoke_config, value):
     with pytest.raises(ConfigError, match=rf"policy.sac_share={value}: must be in \[0.0, 1.0\]"):
         apply_overrides(smoke_config, [f"policy.sac_share={value}"])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("first, every, steps, expected", [
-    (5, 10, 15, [5, 15]),  # the first earlier: the benchmark's 10k, 20k, ... env steps after 5k of seed episodes
-    (12, 10, 11, []),
-])
-def test_test_phases_run_at_first_test_phase_then_every_train_phase(smoke_config, tmp_path, monkeypatch, first, every,
-                                                                    steps, expected):
-    """The schedule of test phases; and their start states: DrQ-v2 and CURL evaluate from fresh ones, so a test
-    phase does not replay an earlier phase's, and each compared policy plays start states of its own."""
-    from planet_sac.training.trainer import Trainer
-
-    overrides = [f"schedule.train_steps={steps}", f"schedule.train_phase_steps={every}", "schedule.collect_every=5",
-                 f"schedule.first_test_phase={'null' if first is None else first}", "sac.updates_per_step=0",
-                 "schedule.test_episodes=2", "policy.test=random", "policy.compare=[sac, cem]"]
-    config = apply_overrides(smoke_config, overrides)
-    by_hand = [step for step in range(1, steps + 1)
-               if step >= (first or every) and (step - (first or every)) % every == 0]
-    assert by_hand == expected
-    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
-    recorded = []  # the reset seeds of each test-phase actor, in order
-
-    class SpyActor(test_phase_module.Actor):
-        def run(self, num_episodes, progress=False, seeds=None):
-            recorded.append(list(seeds))
-            return super().run(num_episodes, progress, seeds)
-
-    monkeypatch.setattr(test_phase_module, "Actor", SpyActor)
-    try:
-        trainer.run()
-    finally:
-        trainer.close()
-    with open(tmp_path / "run" / "metrics.jsonl") as file:
-        records = [json.loads(line) for line in file]
-    assert [record["step"] for record in records if record["phase"] == "test"] == expected
-    assert [len(actor) for actor in recorded] == [2] * 3 * len(expected)  # per phase: random, then sac and cem
-    assert len({seed for actor in recorded for seed in actor}) == 2 * 3 * len(expected)
 
 
 def test_parallel_test_episodes_are_for_image_tasks(smoke_config):

@@ -51,68 +51,66 @@ def spied_trainer(config, logdir, on_update=lambda step: None):
 
 
 @pytest.mark.slow
-def test_the_loop_follows_the_schedule(smoke_config, tmp_path, caplog):
-    """The loop runs a due test phase first, then update, collect, log, video and checkpoint at the schedule's steps;
-    each collection says its step, episode, collecting policy, return and env steps."""
-    caplog.set_level(logging.INFO, logger="planet_sac")
-    trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"))
-    try:
-        trainer.run()
-    finally:
-        trainer.close()
-    assert events == [
-        ("update", 1),
-        ("update", 2), ("collect", 2), ("train record", 2),  # collected: its returns are logged at once
-        ("update", 3), ("train record", 3),
-        ("test phase", 3), ("test record", 3), ("checkpoint", 3),  # due at 3: before the next update
-        ("update", 4), ("collect", 4), ("train record", 4), ("video", 4), ("train record", 4), ("checkpoint", 4),
-        ("update", 5),
-        ("update", 6), ("collect", 6), ("train record", 6),
-        ("test phase", 6), ("test record", 6), ("checkpoint", 6),
-        ("checkpoint", 6),  # the final state, always checkpointed
-    ]
-    collected = [message for message in caplog.messages if ": episode " in message]
-    # 2 seed episodes of 50 agent steps at action repeat 2, then one episode per collection
-    assert [re.sub(r"return -?\d+\.\d", "return R", message) for message in collected] == [
-        f"step {step}: episode {episode} (random) return R (env steps {episode * 100})"
-        for step, episode in ((2, 3), (4, 4), (6, 5))]
+def test_the_loop_follows_the_schedule_and_a_stop_signal_ends_it_after_the_current_step(smoke_config, tmp_path, caplog):
+    """One Trainer, two calls of `run`:
 
-
-@pytest.mark.slow
-def test_a_stop_signal_ends_the_loop_after_the_current_step_with_a_checkpoint(smoke_config, tmp_path):
-    """SIGTERM during the update to step 5: the step finishes, its state is logged (step 5 logs nothing by the
-    schedule) and checkpointed, and the loop ends; the signal handler before the run is back afterwards."""
-    def stop_at_5(step: int) -> None:
-        if step == 5:
+    1. to 6, uninterrupted: the loop runs a due test phase first, then update, collect, log, video and checkpoint at
+       the schedule's steps; each collection says its step, episode, collecting policy, return and env steps;
+    2. to 8, with SIGTERM during the update to step 7: the step finishes, its state is logged (step 7 logs nothing by
+       the schedule) and checkpointed, and the loop ends; the signal handler before the run is back afterwards."""
+    def stop_at_7(step: int) -> None:
+        if step == 7:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    before = signal.getsignal(signal.SIGTERM)
-    trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"), on_update=stop_at_5)
+    caplog.set_level(logging.INFO, logger="planet_sac")
+    trainer, events = spied_trainer(apply_overrides(smoke_config, TINY), str(tmp_path / "run"), on_update=stop_at_7)
     try:
-        last = trainer.run()
+        trainer.run()
+        assert events == [
+            ("update", 1),
+            ("update", 2), ("collect", 2), ("train record", 2),  # collected: its returns are logged at once
+            ("update", 3), ("train record", 3),
+            ("test phase", 3), ("test record", 3), ("checkpoint", 3),  # due at 3: before the next update
+            ("update", 4), ("collect", 4), ("train record", 4), ("video", 4), ("train record", 4), ("checkpoint", 4),
+            ("update", 5),
+            ("update", 6), ("collect", 6), ("train record", 6),
+            ("test phase", 6), ("test record", 6), ("checkpoint", 6),
+            ("checkpoint", 6),  # the final state, always checkpointed
+        ]
+        collected = [message for message in caplog.messages if ": episode " in message]
+        # 2 seed episodes of 50 agent steps at action repeat 2, then one episode per collection
+        assert [re.sub(r"return -?\d+\.\d", "return R", message) for message in collected] == [
+            f"step {step}: episode {episode} (random) return R (env steps {episode * 100})"
+            for step, episode in ((2, 3), (4, 4), (6, 5))]
+
+        events.clear()
+        before = signal.getsignal(signal.SIGTERM)
+        last = trainer.run(8)
     finally:
         trainer.close()
-    assert events[-4:] == [("checkpoint", 4), ("update", 5), ("train record", 5), ("checkpoint", 5)]
-    assert last["step"] == 5 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 5
+    assert events == [("update", 7), ("train record", 7), ("checkpoint", 7)]
+    assert last["step"] == 7 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 7
     assert signal.getsignal(signal.SIGTERM) is before
-    assert trainer.stopped == (signal.SIGTERM, 5, 6)  # what `train` raises as TrainingStopped
+    assert trainer.stopped == (signal.SIGTERM, 7, 8)  # what `train` raises as TrainingStopped
 
 
 def test_a_stop_signal_during_the_last_update_leaves_a_finished_run(smoke_config, tmp_path):
     """A run that reaches its target in the step the signal came in is finished, not stopped: `stopped` stays None,
-    so `train` returns and the suite goes on to the final evaluation instead of reporting a stop."""
+    so `train` returns and the suite goes on to the final evaluation instead of reporting a stop. Its target is its
+    first update: one update is all the case needs."""
     config = apply_overrides(smoke_config, TINY)
 
     def stop_at_the_end(step: int) -> None:
-        if step == 6:
+        if step == 1:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    trainer, _ = spied_trainer(config, str(tmp_path / "run"), on_update=stop_at_the_end)
+    trainer, events = spied_trainer(config, str(tmp_path / "run"), on_update=stop_at_the_end)
     try:
-        trainer.run(6)
+        trainer.run(1)
     finally:
         trainer.close()
-    assert int(trainer.counters.step.numpy()) == 6 and trainer.stopped is None
+    assert events[0] == ("update", 1)  # the signal came during the run's last update
+    assert int(trainer.counters.step.numpy()) == 1 and trainer.stopped is None
 
 
 def test_close_closes_the_environments_and_releases_the_lock_once(smoke_config, tmp_path):

@@ -211,6 +211,7 @@ class Trainer:
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = LogWindow()
+        self._stop.clear()  # a signal ends the call it came in (`stopped` says so), not the Trainer
         stop = GracefulStop(self._stop)
         with stop:
             owed = self.run_progress.owed_collection()

@@ -52,12 +52,13 @@ def spied_trainer(config, logdir, on_update=lambda step: None):
 
 @pytest.mark.slow
 def test_the_loop_follows_the_schedule_and_a_stop_signal_ends_it_after_the_current_step(smoke_config, tmp_path, caplog):
-    """One Trainer, two calls of `run`:
+    """One Trainer, three calls of `run`:
 
     1. to 6, uninterrupted: the loop runs a due test phase first, then update, collect, log, video and checkpoint at
        the schedule's steps; each collection says its step, episode, collecting policy, return and env steps;
     2. to 8, with SIGTERM during the update to step 7: the step finishes, its state is logged (step 7 logs nothing by
-       the schedule) and checkpointed, and the loop ends; the signal handler before the run is back afterwards."""
+       the schedule) and checkpointed, and the loop ends; the signal handler before the run is back afterwards;
+    3. to 8 again: it trains step 8 (a signal ends the call it came in, not the Trainer)."""
     def stop_at_7(step: int) -> None:
         if step == 7:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -86,12 +87,18 @@ def test_the_loop_follows_the_schedule_and_a_stop_signal_ends_it_after_the_curre
         events.clear()
         before = signal.getsignal(signal.SIGTERM)
         last = trainer.run(8)
+        assert events == [("update", 7), ("train record", 7), ("checkpoint", 7)]
+        assert last["step"] == 7 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 7
+        assert signal.getsignal(signal.SIGTERM) is before
+        assert trainer.stopped == (signal.SIGTERM, 7, 8)  # what `train` raises as TrainingStopped
+
+        # 3. the same Trainer asked again goes on: the signal stopped the call it came in, not the Trainer
+        events.clear()
+        last = trainer.run(8)
     finally:
         trainer.close()
-    assert events == [("update", 7), ("train record", 7), ("checkpoint", 7)]
-    assert last["step"] == 7 and last["phase"] == "train" and int(trainer.counters.step.numpy()) == 7
-    assert signal.getsignal(signal.SIGTERM) is before
-    assert trainer.stopped == (signal.SIGTERM, 7, 8)  # what `train` raises as TrainingStopped
+    assert ("update", 8) in events and last["step"] == 8 and int(trainer.counters.step.numpy()) == 8
+    assert trainer.stopped is None
 
 
 def test_a_stop_signal_during_the_last_update_leaves_a_finished_run(smoke_config, tmp_path):

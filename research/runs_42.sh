@@ -427,7 +427,14 @@ publish)
     lever=$(basename "$(dirname "$(dirname "$scores")")")
     case $lever in dmc_vision_v*) continue ;; esac
     mkdir -p "$repo/bench/results/levers_42/$lever/scores"
-    cp "$scores" "$repo/bench/results/levers_42/$lever/scores/"
+    # merged into the published file: runs finished on earlier machines stay, this machine's replace theirs
+    "$repo/.venv/bin/python" - "$scores" "$repo/bench/results/levers_42/$lever/scores/$(basename "$scores")" <<'PY'
+import gzip, json, os, sys
+ours, published = (json.loads(gzip.open(path, "rt").read()) if os.path.exists(path) else [] for path in sys.argv[1:])
+runs = {(record["task"], record["seed"]) for record in ours}
+with gzip.open(sys.argv[2], "wt") as file:
+    json.dump([record for record in published if (record["task"], record["seed"]) not in runs] + ours, file)
+PY
   done
   for suite in "$out"/dmc_vision_v*/; do
     suite=$(basename "$suite")

@@ -17,9 +17,8 @@ from planet_sac.agent import load_agent
 from planet_sac.checkpoints import variable_name
 from planet_sac.training.run_dir import resolve_run_config
 from planet_sac.training.trainer import Trainer
-from tests.conftest import ROOT
+from tests.conftest import OLD_RUN
 
-OLD_RUN = ROOT / "tests" / "fixtures" / "run_0_1"
 PREFIX = str(OLD_RUN / "checkpoints" / "ckpt-10")
 
 

@@ -3,15 +3,15 @@
 #   make test       the same set-up, then ruff, mypy (planet_sac/), the large-file check and every test but `e2e`
 #   make test-e2e   the `e2e` tests: scenarios of several TensorFlow processes (CI runs them after `make test`)
 #   make test-fast  the tests not marked `slow` (no subprocesses, no end-to-end runs): the inner loop
-# TEST_WORKERS pytest-xdist processes (0: serially), idle ones take queued tests from busy ones (worksteal);
-# docs/performance.md has what each target takes.
+# TEST_WORKERS pytest-xdist processes (0: serially), one per core; idle ones take queued tests from busy ones
+# (worksteal); more than the cores cost CPU time (docs/performance.md has what each target takes).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 CONFIG ?= configs/pendulum.yaml
 LOGDIR ?= logdir/pendulum
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 export MUJOCO_GL ?= egl
 
 .PHONY: install train evaluate test test-e2e test-fast bench clean

@@ -151,10 +151,15 @@ def _saved_policy(agent: Agent, config: Config, policy: str, step: int, action_l
         return _flat(acting.initial_state(batch_size))
 
     def act(observation: tf.Tensor, state: dict[str, tf.Tensor]) -> PolicyStep:
-        tf.debugging.assert_equal(  # else an error deep inside the compiled policy ("Incompatible shapes: [2,4] vs. [3,4]")
+        same_batch = tf.debugging.assert_equal(  # else an error deep inside the policy ("ConcatOp : Dimension 0 ...")
             tf.shape(observation)[0], tf.shape(state["deter"])[0],
             message="the observation and the state hold different batch sizes: make the state with "
                     "get_initial_state(batch_size) for as many episodes as the observation holds")
+        # The policy's ops read the inputs after the check: alone, the check was ordered after the function call
+        # only, whose ops may run first once it is inlined (the policy's own error then came first, now and then).
+        with tf.control_dependencies([same_batch]):
+            observation = tf.identity(observation)
+            state = {key: tf.identity(value) for key, value in state.items()}
         if image:  # frames of another size: area-averaged to image_size, rounded back to uint8
             observation = tf.cond(
                 tf.reduce_all(tf.equal(tf.shape(observation)[1:3], [size, size])),

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from planet_sac.cli import main
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import CONFIGS, OLD_RUN, ROOT, old_run_copy
 
-FIXTURE_RUN = ROOT / "tests" / "fixtures" / "run_0_1"  # a smoke run (Pendulum states) with a checkpoint at step 10
+FIXTURE_RUN = OLD_RUN  # a smoke run (Pendulum states) with a checkpoint at step 10
 
 # Runs where planet_sac cannot be imported: plays the recorded observations through each SavedModel it is given
 # (argv[1]: a JSON list of [saved_model, observations.npz, actions.npz]), one JSON report line each.
@@ -138,11 +138,7 @@ def test_an_exported_sac_head_acts_as_the_in_process_head(tmp_path, capsys):
     above exports and serves the fixture's XLA policy."""
     import tensorflow as tf
 
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE_RUN, run)
-    config = yaml.safe_load((run / "config.yaml").read_text())
-    config["policy"]["jit_compile"] = False
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    run = old_run_copy(tmp_path / "run")
     out = tmp_path / "saved_sac"
     assert main(["export", "--logdir", str(run), "--policy", "sac", "--out", str(out), "--quiet"]) == 0
     episode = in_process_episode(run, "sac")

@@ -17,7 +17,7 @@ from planet_sac.cli import main
 from planet_sac.envs import DMCEnv, make_env
 from planet_sac.errors import MissingPackageError, SetupError
 from planet_sac.training.learner import Learner
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import CONFIGS, OLD_RUN, ROOT
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 TYPO = "model.deter_sise=3"
@@ -481,7 +481,7 @@ def test_a_restore_into_a_run_that_resumes_is_named_as_not_applied(smoke_run_cop
 def test_a_set_that_changes_the_model_is_named_as_why_the_checkpoint_does_not_fit(argv, shown, tmp_path, capsys):
     """It said `18 selected variables are not in RUN; narrow --include or add --exclude`, flags these commands do
     not have, or a bare shape mismatch."""
-    run = str(ROOT / "tests" / "fixtures" / "run_0_1")
+    run = str(OLD_RUN)
     assert main([item.format(run=run, tmp=tmp_path) for item in argv]) == 2
     line = one_line_error(capsys, argv[0])
     assert shown.format(run=run) in line and "set only keys that keep the model, such as cem.*" in line

@@ -14,7 +14,7 @@ import pytest
 
 from planet_sac.checkpoints import list_variables, resolve
 from planet_sac.config_loading import load_config
-from tests.conftest import records_without_wall_clock
+from tests.conftest import OLD_RUN, records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -98,7 +98,7 @@ def test_every_tensorflow_command_turns_on_op_determinism_and_turns_off_grappler
 
     tf_config.disable_op_determinism()  # as the session fixture left them: the other way round
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
-    assert main(["variables", str(ROOT / "tests" / "fixtures" / "run_0_1"), "--quiet"]) == 0
+    assert main(["variables", str(OLD_RUN), "--quiet"]) == 0
     assert tf_config.is_op_determinism_enabled()
     assert tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer") is True
 

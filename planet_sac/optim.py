@@ -55,9 +55,10 @@ class Adam(tf.Module):
 
         for var, m, v, grad in zip(self.variables_, self.m, self.v, grads):
             # every replica's copy of the variable takes the step with its own slots (one copy without a strategy)
-            for copies in zip(*(self.strategy.experimental_local_results(x) for x in (var, m, v))):
-                with tf.device(copies[0].device):
-                    fused_step(*copies, grad)
+            local = self.strategy.experimental_local_results
+            for var_copy, m_copy, v_copy in zip(local(var), local(m), local(v)):
+                with tf.device(var_copy.device):
+                    fused_step(var_copy, m_copy, v_copy, grad)
         return norm
 
     def current_learning_rate(self) -> tf.Tensor:

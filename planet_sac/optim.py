@@ -38,9 +38,13 @@ class Adam(tf.Module):
             self.m = [tf.Variable(tf.zeros_like(v), trainable=False, name="m/" + variable_name(v)) for v in self.variables_]
             self.v = [tf.Variable(tf.zeros_like(v), trainable=False, name="v/" + variable_name(v)) for v in self.variables_]
 
-    def apply(self, grads: Sequence[tf.Tensor]) -> tf.Tensor:
-        """Clips by global norm (if set) and applies one Adam step; returns the pre-clip norm."""
-        norm = tf.linalg.global_norm(grads)
+    def apply(self, grads: Sequence[tf.Tensor], norm: tf.Tensor | None = None) -> tf.Tensor:
+        """Clips by global norm (if set) and applies one Adam step; returns the pre-clip norm.
+
+        :param norm: `tf.linalg.global_norm(grads)`, when the caller has it already (a finite check); computed if None.
+        """
+        if norm is None:
+            norm = tf.linalg.global_norm(grads)
         if self.clip:
             grads, _ = tf.clip_by_global_norm(grads, self.clip, use_norm=norm)
         t = tf.cast(self.iterations + 1, tf.float32)

@@ -174,6 +174,19 @@ def test_adam_adds_epsilon_to_the_root_of_v_as_tf1():
     np.testing.assert_allclose(var.numpy(), [-step, step], rtol=1e-4)
 
 
+def test_adam_clips_by_the_global_norm_and_returns_it():
+    """Gradients [3, 4] and [12] (global norm 13) with clip 1.3: scaled by 0.1 before the step, so the first moment
+    is 0.1 x 0.1 g; the pre-clip norm is returned, and a norm the caller hands in is the one used."""
+    for given in (None, 13.0):
+        a, b = tf.Variable([0.0, 0.0]), tf.Variable([0.0])
+        adam = Adam([a, b], learning_rate=0.1, clip=1.3, name="clip_test")
+        norm = adam.apply([tf.constant([3.0, 4.0]), tf.constant([12.0])], None if given is None else tf.constant(given))
+        assert float(norm) == pytest.approx(13.0)
+        np.testing.assert_allclose(adam.m[0].numpy(), [0.03, 0.04], rtol=1e-5)
+        np.testing.assert_allclose(adam.m[1].numpy(), [0.12], rtol=1e-5)
+        np.testing.assert_allclose(adam.v[1].numpy(), [0.001 * 1.2 ** 2], rtol=1e-4)  # 1 - 0.999 in float32
+
+
 # ----------------------------------------------------------------------------- planning objective
 
 

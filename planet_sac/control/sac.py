@@ -221,15 +221,16 @@ class SAC(tf.Module):
         alpha_loss, alpha_grads = self.temperature_gradients(log_prob)
         _, log_std = self._distribution(features)
 
-        finite = tf.reduce_all([tf.math.is_finite(value) for value in (
-            critic_loss, actor_loss, alpha_loss, tf.linalg.global_norm(critic_grads),
-            tf.linalg.global_norm(alpha_grads), *([tf.linalg.global_norm(actor_grads)] if train_actor else []))])
+        norms = {"critic": tf.linalg.global_norm(critic_grads), "alpha": tf.linalg.global_norm(alpha_grads),
+                 **({"actor": tf.linalg.global_norm(actor_grads)} if train_actor else {})}
+        finite = tf.reduce_all([tf.math.is_finite(value) for value in (critic_loss, actor_loss, alpha_loss,
+                                                                         *norms.values())])
 
         def apply() -> tf.Tensor:
-            self.critic_optimizer.apply(critic_grads)
+            self.critic_optimizer.apply(critic_grads, norms["critic"])
             if train_actor:
-                self.actor_optimizer.apply(actor_grads)
-                self.apply_temperature(alpha_grads)
+                self.actor_optimizer.apply(actor_grads, norms["actor"])
+                self.apply_temperature(alpha_grads, norms["alpha"])
             if self.config.return_normalization:
                 self._track_returns(target)
             self.soft_update_targets(self.config.tau)
@@ -258,9 +259,10 @@ class SAC(tf.Module):
             loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_prob + self.target_entropy))
         return loss, tape.gradient(loss, [self.log_alpha])
 
-    def apply_temperature(self, grads: list[tf.Tensor]) -> None:
-        """One step of the temperature, then its floor `sac.min_alpha` (a projection: it can rise again at once)."""
-        self.alpha_optimizer.apply(grads)
+    def apply_temperature(self, grads: list[tf.Tensor], norm: tf.Tensor | None = None) -> None:
+        """One step of the temperature, then its floor `sac.min_alpha` (a projection: it can rise again at once);
+        `norm`: the gradient's global norm if known (Adam.apply)."""
+        self.alpha_optimizer.apply(grads, norm)
         if self.config.min_alpha > 0:
             self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))
 

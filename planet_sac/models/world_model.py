@@ -18,14 +18,11 @@ from typing import Dict, Mapping
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from planet_sac.config import ConfigError, ModelConfig
 from planet_sac.models.networks import MLP, ConvDecoder, ConvEncoder
 from planet_sac.models.precision import resolve_precision
 from planet_sac.models.rssm import RSSM, State
-
-tfd = tfp.distributions
 
 
 class WorldModel(tf.Module):
@@ -134,12 +131,12 @@ class WorldModel(tf.Module):
         reward_mean = tf.squeeze(self.reward(features), -1)
         reward_loss = tf.reduce_mean(normal_nll(batch["reward"], reward_mean, 0))
 
-        kl = tfd.kl_divergence(self.rssm.distribution(posts), self.rssm.distribution(priors))  # [B, T]
+        kl = self.rssm.kl_divergence(posts, priors)  # [B, T]
         kl_loss = self._kl_loss(posts, priors, kl)
         loss = recon_loss + cfg.reward_scale * reward_loss + cfg.kl_scale * kl_loss
         metrics = {f"loss/{self.obs_key}": recon_loss, "loss/reward": reward_loss, "loss/kl": tf.reduce_mean(kl),
-                   "model/prior_entropy": tf.reduce_mean(self.rssm.distribution(priors).entropy()),
-                   "model/posterior_entropy": tf.reduce_mean(self.rssm.distribution(posts).entropy()),
+                   "model/prior_entropy": tf.reduce_mean(self.rssm.entropy(priors)),
+                   "model/posterior_entropy": tf.reduce_mean(self.rssm.entropy(posts)),
                    # share of time steps whose KL is below free nats: floored, they give no KL gradient
                    "model/free_nats_clipped": tf.reduce_mean(tf.cast(kl < cfg.free_nats, tf.float32))}
         if self.continuation is not None:  # Bernoulli log-likelihood of the recorded discount (Dreamer's pcont)
@@ -163,9 +160,9 @@ class WorldModel(tf.Module):
         if balance is None:
             return self._free_nats(kl)
         sg = lambda state: tf.nest.map_structure(tf.stop_gradient, state)  # noqa: E731
-        dist = self.rssm.distribution
-        prior_term = self._free_nats(tfd.kl_divergence(dist(sg(posts)), dist(priors)))
-        posterior_term = self._free_nats(tfd.kl_divergence(dist(posts), dist(sg(priors))))
+        kl_divergence = self.rssm.kl_divergence
+        prior_term = self._free_nats(kl_divergence(sg(posts), priors))
+        posterior_term = self._free_nats(kl_divergence(posts, sg(priors)))
         return balance * prior_term + (1.0 - balance) * posterior_term
 
     def _free_nats(self, kl: tf.Tensor) -> tf.Tensor:
@@ -195,7 +192,7 @@ class WorldModel(tf.Module):
             if d == 1:
                 continue
             target = tf.nest.map_structure(lambda t: _shift(t, d), targets)
-            kl = tfd.kl_divergence(self.rssm.distribution(target), self.rssm.distribution(state))  # [B, T]
+            kl = self.rssm.kl_divergence(target, state)  # [B, T]
             valid = length - d  # start steps t with t + d inside the chunk
             terms.append(tf.reduce_mean(tf.maximum(kl[:, :valid], self.config.free_nats), 1))
         return tf.reduce_mean(tf.stack(terms, 1))

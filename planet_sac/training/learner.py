@@ -167,10 +167,10 @@ class Learner(tf.Module):
         # Every replica returns the same all-reduced / all-gathered values: take this worker's first copy.
         grads, metrics, chunks = tf.nest.map_structure(lambda value: strategy.experimental_local_results(value)[0], results)
 
-        finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]),
-                                tf.math.is_finite(tf.linalg.global_norm(grads)))
+        norm = tf.linalg.global_norm(grads)
+        finite = tf.logical_and(tf.math.is_finite(metrics["loss/total"]), tf.math.is_finite(norm))
         # Applied in cross-replica context: every assignment updates the variable on every replica alike.
-        grad_norm = tf.cond(finite, lambda: self.optimizer.apply(grads), lambda: tf.constant(float("nan")))
+        grad_norm = tf.cond(finite, lambda: self.optimizer.apply(grads, norm), lambda: tf.constant(float("nan")))
         self.skipped_updates.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
         self.consecutive_skips.assign(tf.where(finite, tf.constant(0, tf.int64), self.consecutive_skips + 1))
         metrics = dict(metrics, **{"train/grad_norm": grad_norm, "train/skipped_updates": self.skipped_updates,

@@ -152,6 +152,10 @@ def test_observe_kl_and_overshooting_match_a_numpy_computation(length, distance)
         np.testing.assert_allclose(metrics["loss/overshooting"].numpy(), floored, rtol=1e-4)
         expected += 0.3 * floored
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-4)
+    # The entropies logged beside the KL: a diagonal Gaussian's sum of 0.5 * log(2 pi e std^2), mean over steps.
+    for key, states in (("model/prior_entropy", np_priors), ("model/posterior_entropy", np_posts)):
+        entropy = np.sum(0.5 * np.log(2 * np.pi * np.e * states["std"] ** 2), -1)
+        np.testing.assert_allclose(metrics[key].numpy(), entropy.mean(), rtol=1e-4, err_msg=key)
 
 
 def test_free_nats_floor_a_small_kl():

@@ -129,6 +129,8 @@ def test_compiled_learner_adds_the_value_loss_agrees_with_eager_resumes_exactly_
 
     out = straight.update(batch)
     np.testing.assert_allclose(float(out["loss/value"]), float(td), rtol=1e-4)
+    expected_norm = np.sqrt(sum(np.sum(g.numpy().astype(np.float64) ** 2) for g in expected))  # by numpy
+    np.testing.assert_allclose(float(out["train/grad_norm"]), expected_norm, rtol=1e-4)
     np.testing.assert_allclose(float(out["loss/total"]), float(model_loss) + 0.5 * float(td), rtol=1e-4)
     for m, g, var in zip(straight.optimizer.m, expected, variables):
         np.testing.assert_allclose(m.numpy(), 0.1 * g.numpy(), rtol=2e-3, atol=1e-7, err_msg=var.name)

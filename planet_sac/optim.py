@@ -4,8 +4,8 @@ A small Adam (the TF1/PlaNet form, epsilon added to sqrt(v)) instead of a Keras 
 for two reasons: its slot variables get stable names (`optimizer/<owner>/m/<variable name>`)
 that filtered restore can select, and its update behaves identically in eager and graph mode.
 Each variable takes its step in TensorFlow's fused kernel (`ResourceApplyAdam`, TF1's own):
-one op per variable instead of ten, which a graph of a few thousand ops traces and runs faster
-(docs/performance.md).
+one op per variable instead of ten, so an update's graph traces faster (its run time is level,
+docs/performance.md).
 """
 
 from __future__ import annotations

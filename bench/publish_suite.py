@@ -12,7 +12,8 @@ the run's `DEST/unfinished/<task>/seed<k>` copy, and redraws `DEST/curves.png` a
 
 A run still going (or stopped) has its records so far copied instead: `SRC/runs/<task>/seed<k>/metrics.jsonl`
 (its whole lines; the run may be appending one) and `config.yaml` into `DEST/unfinished/<task>/seed<k>/`, with its
-`curves.png` drawn from that copy (as `planet-sac plot`).
+`curves.png` drawn from that copy (as `planet-sac plot`). Records published before that reach more env steps (the
+run went further on a machine that is gone, and restarted here) are kept, with a line saying so.
 """
 
 from __future__ import annotations
@@ -57,6 +58,19 @@ def _copy_if_changed(data: bytes, path: str) -> bool:
     return True
 
 
+def _env_steps(records: bytes) -> int:
+    """The most env steps any record of a metrics.jsonl's text names (0 if none; unreadable lines are skipped)."""
+    steps = 0
+    for line in records.splitlines():
+        try:
+            value = json.loads(line).get("env_steps", 0)
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            steps = max(steps, int(value))
+    return steps
+
+
 def publish_unfinished(src: str, dest: str, finished: list[str]) -> list[str]:
     """Copies the records so far of every run in `src/runs/` not in `finished` into `dest/unfinished/` and draws
     its curves; returns the runs copied or changed (relative paths `unfinished/<task>/seed<k>`)."""
@@ -73,8 +87,15 @@ def publish_unfinished(src: str, dest: str, finished: list[str]) -> list[str]:
         if not records:
             continue
         target = os.path.join(dest, "unfinished", task, seed)
+        published = os.path.join(target, "metrics.jsonl")
+        if os.path.exists(published):
+            with open(published, "rb") as file:
+                have, now = _env_steps(file.read()), _env_steps(records)
+            if have > now:  # a run restarted on another machine: its records so far must not replace longer ones
+                print(f"kept {os.path.relpath(target, dest)}: it reaches {have} env steps, {run_dir} only {now}")
+                continue
         os.makedirs(target, exist_ok=True)
-        wrote = _copy_if_changed(records, os.path.join(target, "metrics.jsonl"))
+        wrote = _copy_if_changed(records, published)
         config = os.path.join(run_dir, "config.yaml")
         if os.path.exists(config):
             with open(config, "rb") as file:

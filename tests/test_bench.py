@@ -261,6 +261,32 @@ def test_publish_suite_copies_an_unfinished_runs_whole_records_so_far(tmp_path, 
     assert (copy / "metrics.jsonl").read_text().endswith('"test/return": 7.0}\n')
 
 
+def test_publish_suite_keeps_longer_unfinished_records_than_a_restarted_run_has(tmp_path, capsys):
+    """An unfinished run published at 80k env steps (from a machine that is gone), restarted and at 2k here: its
+    published records stay, with a line; once the restarted run passes them (81k) they are replaced."""
+    publish_suite = _load_bench_module("publish_suite")
+    src, dest = tmp_path / "out", tmp_path / "published"
+    run = src / "runs" / "dmc_a_b" / "seed3"
+    run.mkdir(parents=True)
+    (src / "results").mkdir()  # a suite's --out, no run finished yet
+    old = dest / "unfinished" / "dmc_a_b" / "seed3"
+    old.mkdir(parents=True)
+    longer = json.dumps({"step": 1875, "phase": "train", "env_steps": 80000, "train/return": 5.0}) + "\n"
+    # the most env steps of any record count, not the last record's
+    (old / "metrics.jsonl").write_text(longer + 'not json\n{"step": 25, "phase": "test", "env_steps": 1000}\n')
+    published = (old / "metrics.jsonl").read_text()
+    records = [{"step": 25 * k, "phase": "train", "env_steps": 1000 * k, "train/return": float(k)} for k in (1, 2)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    assert "kept unfinished/dmc_a_b/seed3: it reaches 80000 env steps" in capsys.readouterr().out
+    assert (old / "metrics.jsonl").read_text() == published
+    records.append({"step": 1900, "phase": "train", "env_steps": 81000, "train/return": 6.0})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert publish_suite.main([str(src), str(dest)]) == 0
+    assert "published unfinished/dmc_a_b/seed3" in capsys.readouterr().out
+    assert (old / "metrics.jsonl").read_text().endswith('"env_steps": 81000, "train/return": 6.0}\n')
+
+
 def test_the_published_figure_ends_at_the_budget_the_runs_were_asked_for(tmp_path):
     """A run that went a collection past --env-steps (101k of 100k) must not add a bin past the budget."""
     publish_suite = _load_bench_module("publish_suite")

@@ -57,9 +57,9 @@ class Adam(tf.Module):
                                                 beta2_power=beta2_power, lr=rate, beta1=beta1, beta2=beta2,
                                                 epsilon=epsilon, grad=grad)
 
+        local = self.strategy.experimental_local_results  # a variable's copies: one per replica, one without a strategy
         for var, m, v, grad in zip(self.variables_, self.m, self.v, grads):
-            # every replica's copy of the variable takes the step with its own slots (one copy without a strategy)
-            local = self.strategy.experimental_local_results
+            # every replica's copy of the variable takes the step with its own slots
             for var_copy, m_copy, v_copy in zip(local(var), local(m), local(v)):
                 with tf.device(var_copy.device):
                     fused_step(var_copy, m_copy, v_copy, grad)

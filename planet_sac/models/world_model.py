@@ -160,9 +160,8 @@ class WorldModel(tf.Module):
         if balance is None:
             return self._free_nats(kl)
         sg = lambda state: tf.nest.map_structure(tf.stop_gradient, state)  # noqa: E731
-        kl_divergence = self.rssm.kl_divergence
-        prior_term = self._free_nats(kl_divergence(sg(posts), priors))
-        posterior_term = self._free_nats(kl_divergence(posts, sg(priors)))
+        prior_term = self._free_nats(self.rssm.kl_divergence(sg(posts), priors))
+        posterior_term = self._free_nats(self.rssm.kl_divergence(posts, sg(priors)))
         return balance * prior_term + (1.0 - balance) * posterior_term
 
     def _free_nats(self, kl: tf.Tensor) -> tf.Tensor:

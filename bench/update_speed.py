@@ -7,7 +7,7 @@ Usage (one process; the learners of the given precisions and config variants are
         --variants d16:model.decoder_depth=16 d8:model.decoder_depth=8 --json OUT.json
 
 A/B against an older source tree in the same process: `--baseline PACKAGE` also times that
-tree's learner in float32, where PACKAGE is a copy of the old `planet_sac/` renamed (imports
+tree's learner at each of `--precisions`, where PACKAGE is a copy of the old `planet_sac/` renamed (imports
 included) and importable, e.g.
 
     git archive BASE planet_sac | tar -x -C /tmp/base && mv /tmp/base/planet_sac /tmp/base/planet_sac_base
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], dest="overrides")
     parser.add_argument("--variants", nargs="*", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                         help="also time these config variants (e.g. d16:model.decoder_depth=16), each at every precision")
-    parser.add_argument("--baseline", help="importable package name of an older planet_sac tree, timed in float32")
+    parser.add_argument("--baseline", help="importable package name of an older planet_sac tree, timed at each precision")
     parser.add_argument("--catch-up", action="store_true",
                         help="also time Learner.catch_up: the SAC updates and imagination alone, the model frozen")
     parser.add_argument("--json")
@@ -82,8 +82,8 @@ def main() -> None:
     if args.baseline:
         old = {name: importlib.import_module(f"{args.baseline}.{module}") for name, module in (
             ("world_model", "models.world_model"), ("sac", "control.sac"), ("learner", "training.learner"))}
-        builders.insert(0, ("baseline/float32", "float32", old["world_model"].WorldModel, old["sac"].SAC,
-                            old["learner"].Learner, []))
+        builders[:0] = [(f"baseline/{precision}", precision, old["world_model"].WorldModel, old["sac"].SAC,
+                         old["learner"].Learner, []) for precision in args.precisions]
     if args.catch_up:
         for name, *_, settings in builders:
             if apply_overrides(config, settings).sac.updates_per_step == 0:

@@ -56,6 +56,20 @@ def test_verbose_shows_tensorflow_start_up_lines(tmp_path):
     assert any("absl::InitializeLog" in line for line in noise(verbose.stderr)), verbose.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_training_without_return_normalization_never_imports_tensorflow_probability(tmp_path):
+    """TensorFlow Probability (and the tf-keras it loads) cost a process about a second of CPU: only
+    `sac.return_normalization`'s percentiles use it, so a run without it never imports it."""
+    code = ("import sys\nfrom planet_sac.cli import main\n"
+            f"assert main(['train', '--config', {str(CONFIGS / 'smoke.yaml')!r}, '--logdir', {str(tmp_path / 'run')!r}, "
+            "'--train-steps', '2', '--quiet']) == 0\n"
+            "print(sorted(name for name in ('tensorflow_probability', 'tf_keras') if name in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
 def test_only_known_start_up_lines_count_as_noise():
     assert is_startup_noise("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR")
     assert is_startup_noise("I0000 00:00:1795335029.725661    5363 cudart_stub.cc:31] Could not find cuda drivers")

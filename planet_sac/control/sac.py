@@ -20,7 +20,6 @@ import math
 from typing import Dict
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from planet_sac.config import SACConfig
 from planet_sac.models.networks import MLP
@@ -151,6 +150,10 @@ class SAC(tf.Module):
 
     def _track_returns(self, target: tf.Tensor) -> None:
         """Moves the EMAs of the targets' 5th and 95th percentiles towards this batch's."""
+        # Imported here, where return normalization is on: importing TensorFlow Probability (and the tf-keras it
+        # loads) costs every process about a second of CPU that nothing else in planet_sac needs (docs/performance.md).
+        import tensorflow_probability as tfp
+
         batch = tfp.stats.percentile(target, self.RETURN_PERCENTILES, interpolation="linear")
         self.return_range.assign((1.0 - self.RETURN_RATE) * self.return_range + self.RETURN_RATE * batch)
         self.return_updates.assign_add(1.0)

@@ -28,8 +28,13 @@ ReturnFn = Callable[[State, tf.Tensor, tf.Tensor], tf.Tensor]
 
 
 def _tile(state: State, count: int) -> State:
-    """[B, ...] -> [B * count, ...], each state repeated `count` times in a row."""
-    return tf.nest.map_structure(lambda t: tf.repeat(t, count, axis=0), state)
+    """[B, ...] -> [B * count, ...], each state repeated `count` times in a row (`tf.repeat`'s result, in a tenth of
+    its graph ops: the policy's graph traces faster)."""
+    def repeat(t: tf.Tensor) -> tf.Tensor:
+        tiled = tf.tile(t[:, None], [1, count] + [1] * (t.shape.rank - 1))  # [B, count, ...]
+        return tf.reshape(tiled, [-1, *t.shape[1:]])
+
+    return tf.nest.map_structure(repeat, state)
 
 
 def rollout_return(world_model: WorldModel, sac: SAC | None, discount: float, value_weight: float = 1.0) -> ReturnFn:

@@ -210,8 +210,10 @@ class Learner(tf.Module):
                     values = value_loss(self.sac, value_features, micro_batch, value_noise)
                     loss += value_scale * values
                     metrics = dict(metrics, **{"loss/value": values, "loss/total": loss})
-            grads = [g / k for g in tape.gradient(loss, variables)]
-            metrics = {key: value / k for key, value in metrics.items()}
+            grads = tape.gradient(loss, variables)
+            if k > 1:  # the mean over micro-batches (x / 1 is x: no ops for it, a smaller graph to trace)
+                grads = [g / k for g in grads]
+                metrics = {key: value / k for key, value in metrics.items()}
             return grads, metrics, tf.stop_gradient(wm.rssm.features(posts))
 
         def accumulate(i, grads, metrics, features):

@@ -356,6 +356,8 @@ EOF
   # mean is above the highest v4 cheetah seed's (420.5); inside v4's range (326-421) the gain does not reach the
   # window and v4 stays the benchmark's config; below, explsched50 is dropped. Beside v4's ball_in_cup-catch seed 3.
   echo "explsched50_100_v4 $v4n v4 100000 dmc:cheetah-run 0 sac.exploration_steps=50000"
+  # Read 2026-12-01 11:00: 503.2 (test 487.3 / 519.0 at 90k / 100k; final evaluation 489.4 against v4's 404.4): above
+  # every v4 cheetah seed, so v5 goes ahead once v4's five seeds are done.
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
 }

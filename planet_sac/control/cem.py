@@ -28,8 +28,8 @@ ReturnFn = Callable[[State, tf.Tensor, tf.Tensor], tf.Tensor]
 
 
 def _tile(state: State, count: int) -> State:
-    """[B, ...] -> [B * count, ...], each state repeated `count` times in a row (`tf.repeat`'s result, in a tenth of
-    its graph ops: the policy's graph traces faster)."""
+    """[B, ...] -> [B * count, ...], each state repeated `count` times in a row: `tf.repeat`'s result in fewer graph
+    ops, so the policy traces faster (docs/performance.md)."""
     def repeat(t: tf.Tensor) -> tf.Tensor:
         tiled = tf.tile(t[:, None], [1, count] + [1] * (t.shape.rank - 1))  # [B, count, ...]
         return tf.reshape(tiled, [-1, *t.shape[1:]])

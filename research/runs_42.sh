@@ -358,6 +358,13 @@ EOF
   echo "explsched50_100_v4 $v4n v4 100000 dmc:cheetah-run 0 sac.exploration_steps=50000"
   # Read 2026-12-01 11:00: 503.2 (test 487.3 / 519.0 at 90k / 100k; final evaluation 489.4 against v4's 404.4): above
   # every v4 cheetah seed, so v5 goes ahead once v4's five seeds are done.
+  # `untuned_v5` (2026-12-01, snapshot c77f02b, no new code): v5 is v4 with `sac.exploration_steps: 50000` (no v5
+  # file yet: these keys on v4's file compute what it will). Its check on the two tasks never tuned on runs before its
+  # 30 benchmark runs, in a worker beside v4's queue (`ONLY="untuned_v5"`), so that a v5 whose head sits at or below the
+  # random policy there is known first. Read against untuned_v4 (walker-stand 271, finger-turn_easy 50 over 40k-60k;
+  # their random seed episodes 132 and 206) and the baselines, as untuned_v4 was; one seed each decides nothing alone.
+  echo "untuned_v5 $v4n v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2 sac.exploration_steps=50000"
+  echo "untuned_v5 $v4n v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2 sac.exploration_steps=50000"
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
 }

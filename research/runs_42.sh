@@ -365,6 +365,17 @@ EOF
   # their random seed episodes 132 and 206) and the baselines, as untuned_v4 was; one seed each decides nothing alone.
   echo "untuned_v5 $v4n v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2 sac.exploration_steps=50000"
   echo "untuned_v5 $v4n v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2 sac.exploration_steps=50000"
+  # Read 2026-12-02 00:40, walker-stand: 243 over 40k-60k (v4 271), final evaluation 286.9; the head sits as under v4.
+  # On its frozen 50k model fresh heads, the kept head and real-only heads all sit, and so do CEM and SAC-guided CEM
+  # (docs/results.md, "Why walker-stand's head sits"): its data never hold a standing walker.
+  # `nonoise_v4` (2026-12-02, snapshot c77f02b, no new code): is the exploration schedule (explsched, v4) what keeps
+  # the walker family down? DrQ-v2, which uses the same schedule, scores 181 on walker-stand over 40k-60k, CURL (SAC
+  # without such noise) 620; every noise lever measured lowered walker-walk seed 0 (docs/results.md). Walker-stand
+  # seed 0 with v3's keys (no noise on the head's actions), to 50k, read against untuned_v4 and untuned_v5 (271, 243)
+  # over 40k-60k and the final evaluation. A diagnostic of the config on the task where it fails, not a lever run:
+  # if it stands (above 500), the schedule's cost on walker is the defect to fix (a noise that spares the walker,
+  # measured on the six), and walker-stand then leaves the set of tasks never tuned on (two others replace it).
+  echo "nonoise_v4 $v4n v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2 sac.exploration_noise=0.0 sac.exploration_steps=0 sac.exploration_final=0.0"
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
 }

@@ -366,10 +366,10 @@ EOF
   echo "untuned_v5 $v4n v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2 sac.exploration_steps=50000"
   echo "untuned_v5 $v4n v4 50000 dmc:finger-turn_easy 0 --action-repeat=dmc:finger-turn_easy=2 sac.exploration_steps=50000"
   # Read 2026-12-02 00:40, walker-stand: 243 over 40k-60k (v4 271), final evaluation 286.9; the head sits as under v4.
-  # Read 01:20, finger-turn_easy: 52 (v4 50), final evaluation 195.8; the head holds still as under v4. Both as v4's
-  # within one seed: v5 goes ahead after v4's five seeds, the two defects stay open.
   # On its frozen 50k model fresh heads, the kept head and real-only heads all sit, and so do CEM and SAC-guided CEM
   # (docs/results.md, "Why walker-stand's head sits"): its data never hold a standing walker.
+  # Read 01:20, finger-turn_easy: 52 (v4 50), final evaluation 195.8; the head holds still as under v4. Both as v4's
+  # within one seed: v5 goes ahead after v4's five seeds, the two defects stay open.
   # `nonoise_v4` (2026-12-02, snapshot c77f02b, no new code): is the exploration schedule (explsched, v4) what keeps
   # the walker family down? DrQ-v2, which uses the same schedule, scores 181 on walker-stand over 40k-60k, CURL (SAC
   # without such noise) 620; every noise lever measured lowered walker-walk seed 0 (docs/results.md). Walker-stand

@@ -27,7 +27,7 @@ from planet_sac.config_loading import save_config
 from planet_sac.envs import episode_seed
 from planet_sac.episodes.folder import INTERRUPTED, EpisodeFolder
 from planet_sac.episodes.loader import EpisodeReplay, make_dataset
-from planet_sac.episodes.storage import EpisodeSpec
+from planet_sac.episodes.storage import BadEpisodeError, EpisodeSpec, load_episode
 from planet_sac.metrics import read_metrics
 from planet_sac.training import distribute
 from planet_sac.training.logger import Logger, untracked
@@ -166,10 +166,12 @@ class RunProgress:
         self.test.settle(int(self.counters.test_phases.numpy()))
         self.sync_episode_counters()
         if resumed and self.collects:
-            ahead = self.set_aside_episodes_after_checkpoint(episodes_at_checkpoint)
+            ahead, unreadable = self.set_aside_episodes_after_checkpoint(episodes_at_checkpoint)
             if ahead:
                 message += (f"; {ahead} training episode(s) written after that checkpoint moved to "
                             f"{self.train.directory}/{INTERRUPTED}/ (kept), and their collections are redone")
+                if unreadable:
+                    message += f" ({len(unreadable)} of those files not a readable episode, e.g. {unreadable[0]})"
                 self.sync_episode_counters()
         # Written only once the run is built and restored, so a failed start never blocks a corrected retry.
         save_config(self.config, f"{self.logdir}/config.yaml")
@@ -198,12 +200,14 @@ class RunProgress:
         self.counters.env_steps.assign(untracked(steps * self.config.env.action_repeat, np.int64))
         self.counters.test_episodes.assign(untracked(self.test.counts()[0], np.int64))
 
-    def set_aside_episodes_after_checkpoint(self, episodes_at_checkpoint: int) -> int:
+    def set_aside_episodes_after_checkpoint(self, episodes_at_checkpoint: int) -> tuple[int, list[str]]:
         """Moves the training episodes that collections after the restored checkpoint wrote to `train_episodes/
         interrupted/` (kept, never read), so the run redoes those collections as the uninterrupted run did them.
 
         They are the run's episode files the checkpoint does not name; a checkpoint from before it named them
-        (no run_state) sets aside the newest ones beyond its counters (`episodes_collected_after`). Returns how many.
+        (no run_state) sets aside the newest ones beyond its counters (`episodes_collected_after`). Returns how many,
+        and for those that are not a readable episode (damaged, or copied in under a collection's name) one line
+        each, `<name>: <why>`, also logged as a warning: they move all the same, since a replay would skip them.
         """
         known = RunState.read(self.run_state.train_episodes)
         files = self.train.collected()
@@ -213,7 +217,15 @@ class RunProgress:
         else:
             count = self.episodes_collected_after(episodes_at_checkpoint)
             ahead = files[-count:] if count else []
-        return self.train.set_aside(ahead)
+        unreadable = []
+        for path in ahead:
+            try:
+                load_episode(path)
+            except (BadEpisodeError, OSError, tf.errors.OpError) as error:  # what a replay would skip
+                unreadable.append(f"{os.path.basename(path)}: {error}")
+                log.warning("%s is not a readable episode (%s); set aside with the episodes the checkpoint does not "
+                            "hold", path, error)
+        return self.train.set_aside(ahead), unreadable
 
     def episodes_collected_after(self, episodes_at_checkpoint: int) -> int:
         """How many training episodes on disk the schedule's collections wrote after the restored checkpoint.

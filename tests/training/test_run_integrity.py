@@ -565,6 +565,31 @@ def test_episodes_written_after_the_checkpoint_are_set_aside_and_their_collectio
     assert_collections_redone(logdir, written, total)
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_damaged_file_named_as_a_collection_is_set_aside_and_named_as_unreadable(tmp_path, warnings):
+    """A file the checkpoint does not hold, named as a collection but not an episode (damaged, or junk copied in),
+    moves to interrupted/ with the episodes written after the checkpoint, byte for byte, and the resume says which
+    file it is and why, not only that an episode moved."""
+    from planet_sac.episodes.storage import episode_filename
+
+    logdir = tmp_path / "run"
+    trainer = _trainer(logdir)
+    trainer.run(10)
+    trainer.close()
+    written = {path.name for path in (logdir / "train_episodes").glob("*.npz")}
+    name = episode_filename(50, dt.datetime(2099, 1, 1))  # the newest name, a collection's length suffix
+    (logdir / "train_episodes" / name).write_bytes(b"not a zip")
+    trainer = _trainer(logdir)
+    assert ("1 training episode(s) written after that checkpoint moved to" in trainer.start_message
+            and f"(1 of those files not a readable episode, e.g. {name}: not a zip/npz file" in trainer.start_message)
+    assert (logdir / "train_episodes" / "interrupted" / name).read_bytes() == b"not a zip"
+    assert {path.name for path in (logdir / "train_episodes").glob("*.npz")} == written
+    assert int(trainer.counters.train_episodes.numpy()) == len(written)
+    assert [r.getMessage() for r in warnings if name in r.getMessage() and "not a readable episode" in r.getMessage()]
+    trainer.close()
+
+
 def assert_set_aside_and_counted(logdir: Path, trainer, set_aside: int, written: set[str], test_episodes: int) -> None:
     """`set_aside` training episodes in train_episodes/interrupted/; from the restore on, the counters count the
     files (the test seed episodes too: a checkpoint written before them does not count them)."""

@@ -378,6 +378,9 @@ EOF
   # if it stands (above 500), the schedule's cost on walker is the defect to fix (a noise that spares the walker,
   # measured on the six), and walker-stand then leaves the set of tasks never tuned on (two others replace it).
   echo "nonoise_v4 $v4n v4 50000 dmc:walker-stand 0 --action-repeat=dmc:walker-stand=2 sac.exploration_noise=0.0 sac.exploration_steps=0 sac.exploration_final=0.0"
+  # Read 2026-12-02 03:58: 191 over 40k-60k (test 233.3 / 148.1 at 40k / 50k), final evaluation 186.5 ± 76.6: it sits
+  # as v4 (271) and v5 (243) do, its data hold no more standing (no episode above 7.6% of steps paying >= 1.6). The
+  # noise is not the walker defect; walker-stand stays among the tasks never tuned on.
   # `untuned_v4` on a third task never tuned on (2026-12-02, snapshot c77f02b, which computes v4's e922818 records): on
   # walker-stand and finger-turn_easy v4's head is a defect, but there the baselines too sit low at 40k-60k, so they
   # tell little of what the config does where others learn. Cartpole-balance (cartpole's action repeat, 8) is where

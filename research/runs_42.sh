@@ -389,6 +389,13 @@ EOF
   echo "untuned_v4 $v4n v4 50000 dmc:cartpole-balance 0 --action-repeat=dmc:cartpole-balance=8"
   # Read 2026-12-02 04:40: 460 over 40k-60k (test 393.7 / 526.3 at 40k / 50k), final
   # evaluation 497.5 ± 45.4: above random (272), still rising, below every baseline (DreamerV3 628 ... DrQ-v2 910).
+  # `untuned_v5` on cartpole-balance (2026-12-02, snapshot c77f02b, no new code): v5's check on the third task never
+  # tuned on, as v4 had it, before v5's 30 benchmark runs; a third worker beside v4's cartpole-swingup 3 and
+  # cheetah-run 3. Read against untuned_v4's 460 over 40k-60k (final evaluation 497.5) and the baselines (DreamerV3
+  # 628 ... DrQ-v2 910); one seed decides nothing alone. Beside it, on its 50k checkpoint: CEM and the head from the
+  # same starts (`planet-sac evaluate --policy sac cem`), which tells a model that cannot balance from a head that
+  # does not.
+  echo "untuned_v5 $v4n v4 50000 dmc:cartpole-balance 0 --action-repeat=dmc:cartpole-balance=8 sac.exploration_steps=50000"
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
 }

@@ -396,6 +396,13 @@ EOF
   # same starts (`planet-sac evaluate --policy sac cem`), which tells a model that cannot balance from a head that
   # does not.
   echo "untuned_v5 $v4n v4 50000 dmc:cartpole-balance 0 --action-repeat=dmc:cartpole-balance=8 sac.exploration_steps=50000"
+  # `untuned_v5ar2` (2026-12-02, snapshot c77f02b, no new code): the same task at the suite's own action repeat for a
+  # DeepMind Control task outside PlaNet's table (2, DreamerV3's and DrQ-v2's, `suite.DMC_ACTION_REPEAT`), which is what
+  # `planet-sac suite --tasks dmc:cartpole-balance` runs; PlaNet's own code gives cartpole_balance 8, as its swingup.
+  # Read over 40k-60k against the run above (v5 at 8): if 8 is ahead by more than the 40k and 50k phases' spread,
+  # the suite's default for a task of one of PlaNet's domains becomes that domain's repeat; if 2 is, the untuned
+  # checks run at the suite's default from then on; otherwise the default stays.
+  echo "untuned_v5ar2 $v4n v4 50000 dmc:cartpole-balance 0 --action-repeat=dmc:cartpole-balance=2 sac.exploration_steps=50000"
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
 }

@@ -70,7 +70,6 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     config = load_config(args.config, args.overrides)
-    batch = image_batch(config.data.batch_size, config.data.chunk_length, args.action_size)
     variants = {"": []}
     for item in args.variants:
         name, sep, settings = item.partition(":")
@@ -88,9 +87,11 @@ def main() -> None:
         for name, *_, settings in builders:
             if apply_overrides(config, settings).sac.updates_per_step == 0:
                 parser.error(f"--catch-up: {name} sets sac.updates_per_step=0, so a catch-up round has nothing to do")
-    learners, results = {}, {}
+    learners, batches, results = {}, {}, {}
     for name, precision, world_model_class, sac_class, learner_class, settings in builders:
         cfg = apply_overrides(config, [*settings, f"optim.precision={precision}"])
+        # each learner its own config's batch shape, so a variant may change data.batch_size or chunk_length
+        batch = batches[name] = image_batch(cfg.data.batch_size, cfg.data.chunk_length, args.action_size)
         model = world_model_class(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
         learner = learner_class(cfg, model, sac_class(cfg.sac, model.rssm.feature_size, args.action_size))
         start = time.perf_counter()
@@ -100,7 +101,8 @@ def main() -> None:
         learner.update(batch)["loss/total"].numpy()
         first = time.perf_counter() - start
         learners[name] = learner
-        results[name] = {"precision": getattr(model, "precision", precision), "trace_s": trace, "first_call_s": first,
+        results[name] = {"precision": getattr(model, "precision", precision), "batch_shape": list(batch["image"].shape[:2]),
+                         "trace_s": trace, "first_call_s": first,
                          **graph_ops(concrete), "times": []}
         if args.catch_up:
             learner.catch_up(batch)["sac/q"].numpy()
@@ -108,6 +110,7 @@ def main() -> None:
         print(f"{name}: built, trace {trace:.1f} s, first call {first:.1f} s", flush=True)
     for _ in range(args.reps):  # interleaved rounds: every precision sees the same machine load
         for name, learner in learners.items():
+            batch = batches[name]
             start = time.perf_counter()
             learner.update(batch)["loss/total"].numpy()
             results[name]["times"].append(time.perf_counter() - start)

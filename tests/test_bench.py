@@ -497,3 +497,20 @@ def test_suite_table_refuses_a_score_file_that_is_missing_or_not_one(tmp_path, m
         suite_table.main()
     assert str(raised.value).startswith(f"bench/suite_table.py: {broken} is not a gzipped JSON score file")
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.slow
+def test_update_speed_times_each_variant_on_a_batch_of_its_own_shape(tmp_path, monkeypatch):
+    """A variant that changes data.batch_size or chunk_length is timed on a batch of that shape, not the base's."""
+    from tests.conftest import CONFIGS
+
+    update_speed = _load_bench_module("update_speed")
+    out = tmp_path / "speed.json"
+    monkeypatch.setattr(sys, "argv", [
+        "update_speed.py", "--config", str(CONFIGS / "smoke.yaml"), "--reps", "1", "--set", "model.cnn_depth=4",
+        "--variants", "small:data.batch_size=2,data.chunk_length=6", "--json", str(out)])
+    update_speed.main()
+    results = json.loads(out.read_text())["results"]
+    assert results["float32"]["batch_shape"] == [4, 10]  # configs/smoke.yaml's 4 x 10
+    assert results["small/float32"]["batch_shape"] == [2, 6]
+    assert all(len(result["times"]) == 1 for result in results.values())

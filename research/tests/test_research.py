@@ -542,3 +542,17 @@ def test_critic_slope_reads_the_actors_mean_and_the_critics_slope_at_its_mode():
                           "q_push": np.array([[0.0, 0.2], [0.4, 0.4]])}, 7.0)
     assert row == {"return": 7.0, "abs_mu": [0.75, 2.0], "saturated": [0.0, 0.5], "q": 15.0, "abs_slope": [0.4, 0.2],
                    "entropy_push": [-0.2, -0.1], "q_push": [0.2, 0.3]}
+
+
+def test_cartpole_reward_terms_multiply_to_dm_controls_reward():
+    """The four terms' product is the reward dm_control paid at every simulator step; an action of 0 costs nothing
+    and a saturated one keeps 4/5 of it (by hand: tolerance 1 and 0 in (4 + tolerance) / 5)."""
+    pytest.importorskip("dm_control")
+    reward_terms = _load_research_module("cartpole_reward").reward_terms
+    actions = [np.zeros(1)] * 3 + [np.ones(1)] * 3
+    terms = reward_terms("dmc:cartpole-balance", 3, actions, action_repeat=2)
+    product = terms["upright"] * terms["centered"] * terms["small_control"] * terms["small_velocity"]
+    np.testing.assert_allclose(product, terms["reward"], rtol=1e-6)
+    np.testing.assert_allclose(terms["small_control"], [1.0] * 6 + [0.8] * 6)
+    assert len(terms["reward"]) == 12
+    np.testing.assert_allclose(terms["upright"], (terms["cosine"] + 1) / 2)

@@ -416,7 +416,8 @@ EOF
     echo "b8rr2_v5 $v4n v4 50000 $entry $b8rr2"
   done
   # Read 2026-12-02 08:25, cheetah-run 0: test 40k / 50k 211.3 / 339.9 (mean 275.6 against 251.1), final evaluation
-  # 351.2 against 306.0: both above, so cheetah-run 1 and walker-walk 0 run (not started this session).
+  # 351.2 against 306.0: both above, so cheetah-run 1 ran. Read 09:00, cheetah-run 1: 207.3 / 274.7 (mean 241.0
+  # against 229.5), final evaluation 288.5 against 295.8: below, so not kept; walker-walk 0 stopped unread.
   # `untuned_v5ar2` (2026-12-02, snapshot c77f02b, no new code): the same task at the suite's own action repeat for a
   # DeepMind Control task outside PlaNet's table (2, DreamerV3's and DrQ-v2's, `suite.DMC_ACTION_REPEAT`), which is what
   # `planet-sac suite --tasks dmc:cartpole-balance` runs; PlaNet's own code gives cartpole_balance 8, as its swingup.

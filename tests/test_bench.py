@@ -508,6 +508,7 @@ def test_update_speed_times_each_variant_on_a_batch_of_its_own_shape(tmp_path, m
     out = tmp_path / "speed.json"
     monkeypatch.setattr(sys, "argv", [
         "update_speed.py", "--config", str(CONFIGS / "smoke.yaml"), "--reps", "1", "--set", "model.cnn_depth=4",
+        "sac.updates_per_step=0",  # the world model alone: the batch shapes are its
         "--variants", "small:data.batch_size=2,data.chunk_length=6", "--json", str(out)])
     update_speed.main()
     results = json.loads(out.read_text())["results"]

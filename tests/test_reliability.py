@@ -74,7 +74,7 @@ def test_nan_updates_stop_the_run_and_keep_its_last_good_checkpoint(tmp_path, mo
     checkpoints. Then `train` on a run already at its train_steps (the same command run twice) says the step it
     is at and adds no update, episode or metrics record; scripts use that step to see the run finished."""
     config = load_config(CONFIGS / "smoke.yaml", ["optim.max_nonfinite_updates=3", "schedule.checkpoint_every=2",
-                                                  "schedule.test_episodes=0"])
+                                                  "schedule.test_episodes=0", "sac.updates_per_step=0"])  # the model's NaN
     logdir = str(tmp_path / "run")
     first = Trainer(config, logdir, progress=False)
     first.run(train_steps=4)  # good updates, checkpoint at step 4

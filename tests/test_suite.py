@@ -339,8 +339,9 @@ def test_a_suite_in_this_process_publishes_its_run_and_then_skips_it(tmp_path, m
     monkeypatch.setattr(suite, "add_score", lambda path, record, lock_path=None: (
         score_locks.append(lock_path), add_score(path, record, lock_path=lock_path))[1])
     # 2 seed episodes of 50 agent steps x 2 = 200 env steps, 10 updates, one more episode: 300 env steps
-    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
-                                compare_episodes=0, progress=False)
+    no_head = ["sac.updates_per_step=0"]  # CEM collects and is evaluated: the head is never read
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), no_head, explicit_repeats=REPEAT,
+                                eval_episodes=2, compare_episodes=0, progress=False)
     assert [(s["seed"], s["status"]) for s in summaries] == [(0, "started")]
     assert score_locks == [os.path.join(str(out), "runs", "scores.lock")]
     metrics = out / "runs" / "gym_Pendulum-v1" / "seed0" / "metrics.jsonl"
@@ -359,22 +360,22 @@ def test_a_suite_in_this_process_publishes_its_run_and_then_skips_it(tmp_path, m
     assert progress["policies"]["cem"]["returns"] == returns  # kept in the run directory, policy by policy
 
     before = {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()}
-    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
-                                compare_episodes=0, progress=False)
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), no_head, explicit_repeats=REPEAT,
+                                eval_episodes=2, compare_episodes=0, progress=False)
     assert [s["status"] for s in summaries] == ["skipped"]
     assert {path: path.stat().st_mtime_ns for path in out.rglob("*") if path.is_file()} == before
 
     # A score file deleted (or replaced) loses no finished run: its record comes back from results/.
     scores = out / "scores" / "gym_proprio-planet_sac.json.gz"
     scores.unlink()
-    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), explicit_repeats=REPEAT, eval_episodes=2,
-                                compare_episodes=0, progress=False)
+    summaries = suite.run_suite(SMOKE, [TASK], [0], 300, str(out), no_head, explicit_repeats=REPEAT,
+                                eval_episodes=2, compare_episodes=0, progress=False)
     assert [s["status"] for s in summaries] == ["skipped"]
     assert _records(scores) == [{"task": "gym_Pendulum-v1", "method": "planet_sac", "seed": 0, "xs": xs, "ys": ys}]
     # A damaged score file is refused before the next seed trains, not after its evaluation.
     scores.write_bytes(b"not gzip")
     with pytest.raises(ConfigError, match="gym_proprio-planet_sac.json.gz is not a gzipped JSON score file"):
-        suite.run_suite(SMOKE, [TASK], [1, 0], 300, str(out), explicit_repeats=REPEAT, progress=False)
+        suite.run_suite(SMOKE, [TASK], [1, 0], 300, str(out), no_head, explicit_repeats=REPEAT, progress=False)
     assert not (out / "runs" / "gym_Pendulum-v1" / "seed1").exists()
 
 

@@ -158,7 +158,7 @@ def test_training_a_finished_run_again_returns_what_its_last_call_returned(smoke
     again = train(resolve_run_config(smoke_run_copy), smoke_run_copy, progress=False)
     assert again == final_test and again["step"] == 20 and "test/return" in again
     # offline (no test phases), as README's snippet trains: its last update's record, with the losses
-    offline = apply_overrides(smoke_config, ["env.action_repeat=1"])
+    offline = apply_overrides(smoke_config, ["env.action_repeat=1", "sac.updates_per_step=0"])  # the head unread
     first = train(offline, str(tmp_path / "offline"), offline_data=str(DATA / "pendulum_state"), train_steps=10,
                   progress=False)
     again = train(offline, str(tmp_path / "offline"), offline_data=str(DATA / "pendulum_state"), train_steps=10,

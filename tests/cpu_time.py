@@ -39,11 +39,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def summary(path: str, top: int = 20) -> str:
-    """The file's total CPU seconds (own and children's) and its `top` costliest tests, one per line."""
+    """The file's total CPU seconds (own and children's), then one line per test process (pytest-xdist worker): its
+    tests' wall-clock against their CPU, the difference being time spent waiting (on other processes, or for a core),
+    then its `top` costliest tests, one per line."""
     records = [json.loads(line) for line in open(path)]
     cost = {record["id"]: record["self"] + record["children"] for record in records}
     lines = [f"{len(records)} tests, {sum(cost.values()):.0f} CPU s ({sum(r['self'] for r in records):.0f} own, "
              f"{sum(r['children'] for r in records):.0f} in child processes)"]
+    for pid in sorted({record["pid"] for record in records}):
+        mine = [record for record in records if record["pid"] == pid]
+        lines.append(f"  process {pid}: {len(mine)} tests, {sum(r['wall'] for r in mine):.1f} s wall, "
+                     f"{sum(r['self'] for r in mine):.1f} own, {sum(r['children'] for r in mine):.1f} in children")
     lines += [f"{seconds:7.1f}  {test}" for test, seconds in sorted(cost.items(), key=lambda item: -item[1])[:top]]
     return "\n".join(lines)
 

@@ -34,6 +34,10 @@ def test_the_summary_totals_and_orders_by_own_plus_children(tmp_path):
         {"id": "a", "self": 1.0, "children": 2.0, "wall": 9.0, "pid": 1},
         {"id": "b", "self": 4.0, "children": 0.0, "wall": 5.0, "pid": 2},
         {"id": "c", "self": 0.5, "children": 0.0, "wall": 1.0, "pid": 1}]) + "\n")
-    # by hand: 1 + 2 + 4 + 0.5 = 7.5 (rounded to 8 by the format), own 5.5 (rounded to 6), children 2; b 4 > a 3 > c
+    # by hand: 1 + 2 + 4 + 0.5 = 7.5 (rounded to 8 by the format), own 5.5 (rounded to 6), children 2; b 4 > a 3 > c;
+    # process 1 ran a and c (wall 9 + 1, own 1 + 0.5, children 2), process 2 ran b
     assert cpu_time.summary(str(path), top=2).splitlines() == [
-        "3 tests, 8 CPU s (6 own, 2 in child processes)", "    4.0  b", "    3.0  a"]
+        "3 tests, 8 CPU s (6 own, 2 in child processes)",
+        "  process 1: 2 tests, 10.0 s wall, 1.5 own, 2.0 in children",
+        "  process 2: 1 tests, 5.0 s wall, 4.0 own, 0.0 in children",
+        "    4.0  b", "    3.0  a"]

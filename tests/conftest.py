@@ -59,7 +59,7 @@ def old_run_copy(destination: Path) -> Path:
     """A copy of OLD_RUN at `destination` whose policy acts as a graph: its config.yaml predates
     `policy.jit_compile`, whose default (true) has XLA compile the policy at each agent's first action (about
     7 CPU seconds on an AVX2-only EPYC, against under 1 s traced; docs/performance.md). For tests that use the
-    run as any finished run; tests/test_compat.py reads OLD_RUN itself, the key at its default."""
+    run as any finished run; tests/test_compat.py resumes OLD_RUN itself, the key at its default."""
     shutil.copytree(OLD_RUN, destination)
     config = destination / "config.yaml"
     text = config.read_text()

@@ -17,7 +17,7 @@ from planet_sac.agent import load_agent
 from planet_sac.checkpoints import variable_name
 from planet_sac.training.run_dir import resolve_run_config
 from planet_sac.training.trainer import Trainer
-from tests.conftest import OLD_RUN
+from tests.conftest import OLD_RUN, old_run_copy
 
 PREFIX = str(OLD_RUN / "checkpoints" / "ckpt-10")
 
@@ -28,8 +28,12 @@ def stored(name: str) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_an_old_run_loads_as_an_agent_and_acts():
-    config, agent, env, step = load_agent(str(OLD_RUN))
+def test_an_old_run_loads_as_an_agent_and_acts(tmp_path):
+    """Its policy acts as a graph (`conftest.old_run_copy`): the default policy.jit_compile, which its config
+    predates, would compile it with XLA, some 10 CPU seconds that check nothing of the format (test_control.py
+    checks that the XLA policy computes what the graph policy computes)."""
+    assert resolve_run_config(str(OLD_RUN)).policy.jit_compile  # the key it predates takes its default
+    config, agent, env, step = load_agent(str(old_run_copy(tmp_path / "run")))
     assert step == 10 and config.env.num_envs == 1 and config.schedule.collect  # new keys take their defaults
     acting = {variable_name(v): v for v in agent.world_model.variables + agent.sac.variables
               if variable_name(v).startswith(("world_model/", "sac/"))}  # not the optimizers' slots: acting needs none

@@ -293,6 +293,8 @@ def test_test_phases_due_by_hand():
     assert [schedule.test_phases_due(step) for step in (0, 124, 125, 374, 375, 2374, 2375)] == [0, 0, 1, 1, 2, 9, 10]
     planet = ScheduleConfig(train_phase_steps=1000)  # null: after every train phase
     assert [planet.test_phases_due(step) for step in (999, 1000, 2999, 3000)] == [0, 1, 2, 3]
+    later = ScheduleConfig(first_test_phase=12, train_phase_steps=10)  # the first later than train_phase_steps
+    assert [later.test_phases_due(step) for step in (10, 11, 12, 21, 22)] == [0, 0, 1, 1, 2]
 
 
 def test_config_modules_do_not_import_tensorflow():

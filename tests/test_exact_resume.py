@@ -24,9 +24,11 @@ from tests.conftest import records_without_wall_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
-# Every random stream in use (replay sampling, CEM and SAC acting with exploration noise, imagined transitions, test
-# phases with a compared policy, seed episodes of both folders), with checkpoints (every 10) apart from logs (every 5).
+# Every random stream in use (replay sampling, CEM and SAC acting with exploration noise, imagined transitions, the
+# head's catch-up rounds before each collection and test phase, test phases with a compared policy, seed episodes of
+# both folders), with checkpoints (every 10) apart from logs (every 5).
 SETTINGS = ["policy.train=sac_guided_cem", "policy.compare=[sac]", "sac.imagination_horizon=2", "sac.real_ratio=0.5",
+            "sac.catchup_rounds=1",
             "schedule.collect_every=5", "schedule.train_phase_steps=10", "env.time_limit=10", "data.seed_episodes=3",
             "data.test_seed_episodes=2", "schedule.checkpoint_every=10", "schedule.log_every=5"]
 
@@ -107,12 +109,13 @@ def never_stopped_30(tmp_path_factory) -> Path:
 def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stopped_30, tmp_path, monkeypatch, caplog):
     """Three Trainers, as new processes would be, end as the never-stopped run of 30 updates:
 
-    1. --train-steps 30, whose first training collection (after update 5; the last scheduled checkpoint is at 0)
-       fails once its episode is saved, as a full disk would: the run is checkpointed at update 5, owing that
-       collection with the update's metrics, naming the training episodes from before it (the one it saved is set
-       aside on resume), and with the policy's generator put back (nothing but acting draws from it before step 5);
-    2. --train-steps 27: redoes the owed collection, then stops between checkpoints (20 and 30) at a step the
-       schedule does not log (its final record there is dropped when the run goes on);
+    1. --train-steps 30, whose first training collection (after update 5 and the head's catch-up round; the last
+       scheduled checkpoint is at 0) fails once its episode is saved, as a full disk would: the run is checkpointed
+       at update 5, owing that collection with the update's and the catch-up's metrics, naming the training episodes
+       from before it (the one it saved is set aside on resume), and with the policy's generator put back (nothing
+       but acting draws from it before step 5);
+    2. --train-steps 27: redoes the owed collection without repeating the catch-up, then stops between checkpoints
+       (20 and 30) at a step the schedule does not log (its final record there is dropped when the run goes on);
     3. --train-steps 30, through a collection, a checkpoint and a test phase: every tensor and record equal to the
        never-stopped run's, nothing owed any more."""
     run = tmp_path / "run"
@@ -128,6 +131,12 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
     train_in_process(run, 30)
     assert_same_run(never_stopped_30, run)
     assert checkpoint(run)["run_state/owed_collection"] == b""  # owed no more
+    # SAC-guided CEM plans with the head's actor and critic: the head catches up before each of its collections (at
+    # 5, 10, ..., 30), as before each test phase (at 10, 20, 30)
+    records = records_without_wall_clock(run)
+    collected = [record["step"] for record in records if "train/return/sac_guided_cem" in record]
+    assert collected == [5, 10, 15, 20, 25, 30]
+    assert all("catchup/sac/q" in record for record in records if "train/return" in record or record["phase"] == "test")
 
 
 class FullDiskAfterSeedEpisodes:
@@ -150,12 +159,13 @@ class FullDiskAfterSeedEpisodes:
 
 def assert_the_failed_collection_is_checkpointed_owed(run: Path) -> None:
     """The checkpoint a failed collection leaves: at its update (5, where the last scheduled one is at 0), owing that
-    collection with the update's metrics, and naming the training episodes from before it (the one it saved is set
+    collection with the update's and the catch-up's metrics, and naming the training episodes from before it (the one it saved is set
     aside on resume)."""
     assert _checkpoint_step(run) == 5
     tensors = checkpoint(run)
     owed = json.loads(tensors["run_state/owed_collection"].decode())
     assert owed["step"] == 5 and np.isfinite(owed["update_metrics"]["loss/total"])
+    assert np.isfinite(owed["catch_up"]["catchup/sac/q"])  # the head caught up before it: the resume does not again
     named = json.loads(tensors["run_state/train_episodes"].decode())
     on_disk = sorted(path.name for path in (run / "train_episodes").glob("*.npz"))
     assert len(on_disk) == len(named) + 1 and set(named) < set(on_disk)  # 3 seed episodes named, the failed one not
@@ -165,31 +175,6 @@ def assert_the_failed_collection_is_checkpointed_owed(run: Path) -> None:
     # nothing but acting draws from the policy's generator before step 5: put back, it is as at step 0
     np.testing.assert_array_equal(tensors["policy/rng_state"],
                                   first.get_tensor("variables/policy/rng_state/.ATTRIBUTES/VARIABLE_VALUE"))
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_a_failed_collection_is_checkpointed_owed_and_the_resume_equals_the_never_stopped_run(tmp_path, monkeypatch,
-                                                                                                caplog):
-    """A collection that fails after its update (here: the actor raises once its episode is saved, as a full disk
-    would) checkpoints the run at that update with the collection owed, the policy's noise and the episode files as
-    they were before it; the resumed run redoes it and ends as the never-stopped one. The failure comes at step 5,
-    between checkpoints (updates 1-5 are kept); the SAC head catches up before each collection, which the resume does
-    not repeat; the resumed run goes on through a checkpoint and a test phase at step 10."""
-    settings = ["sac.catchup_rounds=1"]
-    caplog.set_level("INFO", logger="planet_sac")
-    train_in_process(tmp_path / "never", 10, settings)
-    failing = tmp_path / "failing"
-    with monkeypatch.context() as patch:
-        FullDiskAfterSeedEpisodes(patch)
-        with pytest.raises(OSError, match="No space left on device"):
-            train_in_process(failing, 10, settings)
-    assert _checkpoint_step(failing) == 5  # no update lost: the last scheduled checkpoint was at 0
-    assert "step 5: the collection failed; checkpointed" in caplog.text
-    train_in_process(failing, 10, settings)
-    assert "redoing the collection that failed" in caplog.text
-    assert_same_run(tmp_path / "never", failing)
-    assert checkpoint(failing)["run_state/owed_collection"] == b""  # owed no more
 
 
 def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> None:

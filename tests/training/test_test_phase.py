@@ -14,12 +14,6 @@ from planet_sac.training import test_phase as test_phase_module
 from tests.conftest import CONFIGS
 
 
-@pytest.fixture
-def compare_config(smoke_config):
-    return apply_overrides(smoke_config, ["schedule.train_steps=10", "schedule.train_phase_steps=10",
-                                          "policy.test=cem", "policy.compare=[random, sac, cem]"])
-
-
 @pytest.mark.parametrize("value, message", [("sac", "must be a list"), ("[sac, bogus]", "not allowed"),
                                             ("[sac, sac]", "more than once")])
 def test_compare_list_is_validated(smoke_config, value, message):
@@ -27,44 +21,9 @@ def test_compare_list_is_validated(smoke_config, value, message):
         apply_overrides(smoke_config, [f"policy.compare={value}"])
 
 
-def assert_catch_up_rounds(trainer, catchups: int, updates: int) -> None:
-    """SAC updates counted by hand: `updates` x 1 per update + 3 rounds x 1 per catch-up."""
-    assert int(trainer.learner.optimizer.iterations.numpy()) == updates  # the world model: updates only
-    assert int(trainer.agent.sac.critic_optimizer.iterations.numpy()) == updates + 3 * catchups
-
-
 def by_hand_test_phase_steps(first: int, every: int, steps: int) -> list[int]:
     """The updates after which a run of `steps` updates has a test phase: `first`, then every `every`."""
     return [step for step in range(1, steps + 1) if step >= first and (step - first) % every == 0]
-
-
-@pytest.mark.slow
-def test_the_head_catches_up_before_sac_guided_cem_collects(compare_config, tmp_path):
-    """policy.train=sac_guided_cem plans with the head's actor and critic, so the head catches up before that
-    collection as before the test phase: 12 updates, one collection (at 10) and one test phase, 3 rounds before each.
-
-    The same run checks a first test phase later than `train_phase_steps` (schedule.first_test_phase=12, every 10):
-    none at update 10, one at 12 (the schedule's other case, a first test phase earlier than `train_phase_steps`:
-    test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploration)."""
-    from planet_sac.training.trainer import Trainer
-
-    config = apply_overrides(compare_config, ["sac.catchup_rounds=3", "policy.train=sac_guided_cem", "policy.compare=[]",
-                                              "schedule.train_steps=12", "schedule.first_test_phase=12"])
-    expected = by_hand_test_phase_steps(first=12, every=10, steps=12)
-    assert expected == [12]
-    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
-    try:
-        trainer.run()
-        assert_catch_up_rounds(trainer, catchups=2, updates=12)
-    finally:
-        trainer.close()
-    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
-    assert [record["step"] for record in records if record["phase"] == "test"] == expected
-    (test,) = [record for record in records if record["phase"] == "test"]
-    assert "catchup/sac/q" in test and "test/return" in test
-    collected = [record for record in records if "train/return" in record]
-    assert [record["step"] for record in collected] == [10]
-    assert "catchup/sac/q" in collected[0]  # sac_guided_cem acts with the head
 
 
 def test_catch_up_needs_sac_updates(smoke_config):
@@ -123,7 +82,8 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
     sac.exploration_share=0.67 the 2nd collection has it, the 4th not (floor(4 x 0.67) = floor(3 x 0.67)).
 
     Test phases at schedule.first_test_phase=5, then every train_phase_steps=10: at 5 and 15, none at the run's end
-    (a first test phase later than train_phase_steps: test_the_head_catches_up_before_sac_guided_cem_collects). The
+    (a first test phase later than train_phase_steps: tests/test_config.py's test_test_phases_due_by_hand; a
+    SAC-guided CEM collection's catch-up: the exact-resume test, whose runs collect with it). The
     head catches up before each test phase too (recorded in the test phase's record), also when CEM collects. Each
     compared policy (policy.test=cem, policy.compare=[random, sac, cem]) acts and is logged by name after the test
     policy, with the compiled test-phase branch pointing at it, and the branch is restored afterwards; only the test

@@ -22,7 +22,7 @@ from planet_sac.checkpoints import (
     resolve,
     restore_filtered,
 )
-from planet_sac.config import Config
+from planet_sac.config import POLICIES, Config
 from planet_sac.config_loading import apply_overrides, diff
 from planet_sac.control.policy import Policy
 from planet_sac.control.sac import SAC
@@ -42,14 +42,17 @@ class Agent:
     policy: Policy
 
     @classmethod
-    def build(cls, config: Config, obs_key: str, obs_shape: Sequence[int], action_size: int) -> "Agent":
+    def build(cls, config: Config, obs_key: str, obs_shape: Sequence[int], action_size: int,
+              policies: Sequence[str] = POLICIES) -> "Agent":
+        """:param policies: what the policy can act by besides `policy.train` and `policy.test` (`Policy`); a run
+            passes `run_policies(config)`, an evaluation its list; the default, all of them."""
         world_model = WorldModel(config.model, obs_key, tuple(obs_shape), action_size, seed=config.seed,
                                  precision=config.optim.precision)
         sac = SAC(config.sac, world_model.rssm.feature_size, action_size, seed=config.seed)
         # XLA cannot read variables mirrored on other devices, so a distributed run acts without it.
         jit_compile = config.policy.jit_compile and config.optim.strategy == "default"
         policy = Policy(world_model, sac, config.cem, config.policy.train, config.policy.test,
-                        seed=config.seed + 1, jit_compile=jit_compile)
+                        seed=config.seed + 1, jit_compile=jit_compile, policies=policies)
         return cls(world_model, sac, policy)
 
     def acting_variables(self) -> dict[str, tf.Variable]:
@@ -68,12 +71,21 @@ class Agent:
         return restore_filtered(self.acting_variables(), checkpoint, include=list(include))
 
 
+def run_policies(config: Config) -> tuple[str, ...]:
+    """The policies a run of `config` acts by: `policy.train` and `policy.test`, the compared ones, and the SAC head
+    where it collects a share of the training episodes (`policy.sac_share`)."""
+    policy = config.policy
+    named = {policy.train, policy.test, *policy.compare, *(["sac"] if policy.sac_share > 0 else [])}
+    return tuple(name for name in POLICIES if name in named)
+
+
 def load_agent(checkpoint: str | os.PathLike, overrides: Sequence[str] = (), seed: int = 0,
-               include: Sequence[str] = ACTING_VARIABLES):
+               include: Sequence[str] = ACTING_VARIABLES, policies: Sequence[str] = POLICIES):
     """Builds a run's agent and environment and restores the agent from the run's latest checkpoint.
 
     Returns (config, agent, env, checkpoint step); `overrides` are `--set` strings applied to the run's
-    config, `include` selects what is restored (see `Agent.restore`). The environment is replaced when it fails
+    config, `include` selects what is restored (see `Agent.restore`), `policies` what its policy can act by
+    (`Agent.build`; fewer compile faster). The environment is replaced when it fails
     (`envs.restarting_env`): the actor then plays the lost episode again.
     """
     checkpoint = os.fspath(checkpoint)
@@ -82,7 +94,7 @@ def load_agent(checkpoint: str | os.PathLike, overrides: Sequence[str] = (), see
     resolve(checkpoint)  # fails with a clear message before an environment is started
     env = restarting_env(config.env, seed)
     obs_space = cast(spaces.Box, cast(spaces.Dict, env.observation_space)[config.env.obs])  # make_env: Dict of Boxes
-    agent = Agent.build(config, config.env.obs, obs_space.shape, cast(spaces.Box, env.action_space).shape[0])
+    agent = Agent.build(config, config.env.obs, obs_space.shape, cast(spaces.Box, env.action_space).shape[0], policies)
     try:
         step = agent.restore(checkpoint, include).step
     except CheckpointError as error:

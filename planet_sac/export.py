@@ -71,7 +71,7 @@ def export_run(logdir: str, policy: str, out: str | None = None) -> dict:
     out = out or os.path.join(logdir, "export", policy)
     check_export_folder(out)  # before the minutes of building the agent
     check_policy(find_run_config(logdir), policy)
-    config, agent, env, step = load_agent(logdir)
+    config, agent, env, step = load_agent(logdir, policies=[policy])
     try:
         low = np.asarray(env.unwrapped.action_space.low, np.float32)
         high = np.asarray(env.unwrapped.action_space.high, np.float32)

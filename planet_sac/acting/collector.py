@@ -82,7 +82,7 @@ class Collector:
         try:
             obs_space = cast(spaces.Box, self.envs.observation_space[env.obs])  # make_env's: a Dict of Boxes
             self.agent = Agent.build(self.config, env.obs, obs_space.shape,
-                                     self.envs.action_space.shape[0])
+                                     self.envs.action_space.shape[0], [policy])
             self.agent.policy.set_policies(train=policy)
             # The policy's noise (exploration, CEM's samples, the latent samples) from --seed, as the environments:
             # collectors with other seeds explore differently, not in lockstep with one another and the learner.

@@ -83,7 +83,7 @@ def evaluate_policies(logdir: str, episodes: int | Mapping[str, int], policies: 
         counts[policy] = count
     logdir = os.fspath(logdir)
     check_run(logdir, video)
-    _, agent, env, step = load_agent(logdir, overrides, seed)
+    _, agent, env, step = load_agent(logdir, overrides, seed, policies=policies)
     identity = {"logdir": logdir, "checkpoint_step": step, "seed": seed, "overrides": list(overrides)}
     counts_given = episodes if isinstance(episodes, int) else dict(episodes)  # as the caller gave them, for `progress`
     kept = kept_results(progress, identity, counts)

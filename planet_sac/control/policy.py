@@ -3,12 +3,15 @@
 `policy(obs, state, phase)` filters the latent state with the posterior (the new
 observation and the previous action), then dispatches with `tf.switch_case` on a
 tensor index looked up from the phase. The mapping phase -> policy lives in a
-variable, so switching phase or policy never retraces the function.
+variable, so switching phase or policy never retraces the function. Only the
+policies it is built with are compiled into it (all four by default): a run's agent
+takes the ones its config can select (`Agent.build`), as a smaller function traces
+and compiles faster (docs/testing.md).
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import tensorflow as tf
 
@@ -31,8 +34,15 @@ class Policy(tf.Module):
     """
 
     def __init__(self, world_model: WorldModel, sac: SAC, cem_config: CEMConfig, train: str = "cem",
-                 test: str = "cem", seed: int = 0, jit_compile: bool = False):
+                 test: str = "cem", seed: int = 0, jit_compile: bool = False, policies: Sequence[str] = POLICIES):
+        """:param policies: the policies compiled into the function besides `train` and `test`; `set_policies` takes
+            only these (one of POLICIES each)."""
         super().__init__(name="policy")
+        unknown = sorted(set(policies) - set(POLICIES))
+        if unknown:
+            raise ValueError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
+        # POLICIES' order, so the same set always gives the same function
+        self.policies = tuple(name for name in POLICIES if name in {*policies, train, test})
         self.world_model = world_model
         self.sac = sac
         self.cem_config = cem_config
@@ -65,6 +75,9 @@ class Policy(tf.Module):
             if name is not None:
                 if name not in POLICIES:
                     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+                if name not in self.policies:
+                    raise ValueError(f"policy {name!r} is not compiled into this policy (it acts by "
+                                     f"{', '.join(self.policies)}); build it with policies=[..., {name!r}]")
                 self.phase_policy[index].assign(POLICIES.index(name))
 
     def set_sac_exploration(self, noise: float) -> None:
@@ -120,8 +133,10 @@ class Policy(tf.Module):
             return explore(action), mean
 
         branches = {"random": random, "cem": plan, "sac": actor, "sac_guided_cem": guided}
-        index = tf.gather(self.phase_policy, phase)  # holds POLICIES.index(name) of each phase's policy
-        action, mean = tf.switch_case(index, [branches[name] for name in POLICIES])
+        # phase_policy holds POLICIES.index(name) of each phase's policy; `position` maps it to its compiled branch
+        position = tf.constant([self.policies.index(name) if name in self.policies else -1 for name in POLICIES])
+        index = tf.gather(position, tf.gather(self.phase_policy, phase))
+        action, mean = tf.switch_case(index, [branches[name] for name in self.policies])
         action = tf.ensure_shape(action, [None, action_size])
         return action, (latent, action, mean)
 

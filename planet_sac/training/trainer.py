@@ -48,7 +48,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from planet_sac.acting.actor import TEST, TRAIN
-from planet_sac.agent import Agent
+from planet_sac.agent import Agent, run_policies
 from planet_sac.config import Config, ConfigError
 from planet_sac.config_loading import load_config
 from planet_sac.diagnostics import open_loop
@@ -113,7 +113,7 @@ class Trainer:
                 self.envs.close()  # no collection and no test phases: the environment was only needed for its spaces
                 check_offline_data(self.train_dir, config, self.episode_spec)  # before the config and checkpoint are written
             with self.strategy.scope():  # every variable mirrored on every replica, under its usual name
-                self.agent = Agent.build(config, config.env.obs, obs_shape, action_size)
+                self.agent = Agent.build(config, config.env.obs, obs_shape, action_size, run_policies(config))
                 self.learner = Learner(config, self.agent.world_model, self.agent.sac, seed=config.seed,
                                        strategy=self.strategy)
             self.counters = Counters()

@@ -205,3 +205,51 @@ def test_act_refuses_what_the_compiled_policy_cannot_take_in_one_line(obs, phase
         policy.act(obs, state, phase)
     action, _ = policy.act(np.zeros((2, 3), np.float64), state, "test")
     assert action.shape == (2, 2)
+
+
+def test_a_policy_built_with_fewer_policies_acts_as_the_full_one_and_refuses_the_others():
+    """`policies`: only those (with train and test) are compiled into the function, in POLICIES' order. Each acts in
+    both phases exactly as the policy of all four does from the same seed (the branches not taken draw nothing),
+    its switch has only their branches, and switching to a policy not compiled in is refused in one line."""
+    model, sac = tiny_agent()
+    cem_config = CEMConfig(horizon=2, candidates=16, iterations=2, top_k=4)
+    small = Policy(model, sac, cem_config, train="cem", test="sac", seed=5, policies=["sac"])
+    full = Policy(model, sac, cem_config, train="cem", test="sac", seed=5)
+    assert small.policies == ("cem", "sac") and full.policies == POLICIES  # branches 0, 1: not POLICIES' 1, 2
+    obs = tf.random.stateless_normal([3, 3], [1, 2])
+    for name in ("cem", "sac"):
+        for phase in (TRAIN, TEST):
+            small.set_policies(train=name, test=name)
+            full.set_policies(train=name, test=name)
+            small_action, _ = small.act(obs, small.initial_state(3), phase)
+            full_action, _ = full.act(obs, full.initial_state(3), phase)
+            np.testing.assert_array_equal(small_action.numpy(), full_action.numpy(), err_msg=f"{name} {phase}")
+    assert small.traces == 1
+
+    def branches(policy: Policy) -> int:
+        """The branches of the function's one switch (a Case op) as traced."""
+        graph = policy.compiled.get_concrete_function().graph
+        (case,) = [op for op in graph.get_operations() if op.type in ("Case", "StatelessCase")]
+        return len(case.get_attr("branches"))
+
+    assert (branches(small), branches(full)) == (2, 4)
+    for name in ("random", "sac_guided_cem"):
+        with pytest.raises(ValueError, match=re.escape(f"policy '{name}' is not compiled into this policy "
+                                                       "(it acts by cem, sac)")):
+            small.set_policies(test=name)
+    with pytest.raises(ValueError, match="unknown policy 'ppo'"):
+        Policy(model, sac, cem_config, policies=["ppo"])
+
+
+@pytest.mark.parametrize("settings, expected", [
+    ([], ("cem",)),  # smoke: cem trains and tests
+    (["policy.test=sac", "policy.compare=[random]"], ("random", "cem", "sac")),
+    (["policy.sac_share=0.5"], ("cem", "sac")),  # the head collects a share
+    (["policy.train=sac_guided_cem", "policy.compare=[cem, sac]"], ("cem", "sac", "sac_guided_cem")),
+])
+def test_a_run_acts_by_its_train_test_compared_and_shared_policies(settings, expected):
+    from planet_sac.agent import run_policies
+    from planet_sac.config_loading import load_config
+    from tests.conftest import CONFIGS
+
+    assert run_policies(load_config(CONFIGS / "smoke.yaml", settings)) == expected

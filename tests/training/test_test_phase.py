@@ -128,6 +128,8 @@ def test_sac_share_lets_the_head_collect_every_other_episode_with_its_exploratio
 
     monkeypatch.setattr(collection_module, "Actor", spy(False))  # seed and training episodes
     monkeypatch.setattr(test_phase_module, "Actor", spy(True))  # test and compared episodes (none is in the train phase)
+    # what this run can act by, compiled into its policy: cem (train, test), random and sac (compared), sac (the share)
+    assert trainer.agent.policy.policies == ("random", "cem", "sac")
     try:
         trainer.run()
         assert int(trainer.learner.optimizer.iterations.numpy()) == 20  # the world model: updates only

@@ -124,6 +124,7 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
         FullDiskAfterSeedEpisodes(patch)
         with pytest.raises(OSError, match="No space left on device"):
             train_in_process(run, 30)
+    assert "step 5: the collection failed; checkpointed" in caplog.text
     assert_the_failed_collection_is_checkpointed_owed(run)
     train_in_process(run, 27)
     assert "redoing the collection that failed" in caplog.text
@@ -159,8 +160,8 @@ class FullDiskAfterSeedEpisodes:
 
 def assert_the_failed_collection_is_checkpointed_owed(run: Path) -> None:
     """The checkpoint a failed collection leaves: at its update (5, where the last scheduled one is at 0), owing that
-    collection with the update's and the catch-up's metrics, and naming the training episodes from before it (the one it saved is set
-    aside on resume)."""
+    collection with the update's and the catch-up's metrics, and naming the training episodes from before it (the
+    one it saved is set aside on resume)."""
     assert _checkpoint_step(run) == 5
     tensors = checkpoint(run)
     owed = json.loads(tensors["run_state/owed_collection"].decode())

@@ -305,3 +305,46 @@ def test_an_editable_install_finds_the_checkouts_configs(tmp_path, tmp_path_fact
     listing = run_elsewhere([str(python.with_name("planet-sac")), "configs"], elsewhere).stdout.splitlines()
     assert listing[0].startswith(f"{len(SHIPPED)} shipped configs in {CONFIGS} ")
     assert [row.split()[0] for row in listing[1:]] == SHIPPED
+
+
+def flat(config) -> dict:
+    """A Config as {"section.key": value} (and {"key": value} for top-level fields)."""
+    import dataclasses
+
+    out = {}
+    for name, value in dataclasses.asdict(config).items():
+        if isinstance(value, dict):
+            out.update({f"{name}.{key}": item for key, item in value.items()})
+        else:
+            out[name] = value
+    return out
+
+
+# what `planet-sac suite` sets for each run of a benchmark (docs/suite.md): everything else is the config's
+PER_RUN = {"env.task", "env.action_repeat", "env.seed", "seed"}
+# the benchmark configs kept under their version's name, and the folder of their published runs
+VERSIONED = sorted(CONFIGS.glob("dmc_vision_cpu_v*.yaml"))
+
+
+@pytest.mark.parametrize("path", VERSIONED, ids=lambda path: path.stem)
+def test_a_kept_benchmark_config_is_what_its_published_runs_ran(path):
+    """configs/dmc_vision_cpu_vN.yaml reproduces bench/results/dmc_vision_vN (v1: dmc_vision): every published run's
+    config.yaml holds the same values but for what the suite sets per run."""
+    version = path.stem.rsplit("_", 1)[1]
+    folder = ROOT / "bench" / "results" / ("dmc_vision" if version == "v1" else f"dmc_vision_{version}")
+    runs = sorted(folder.glob("results/*/seed*/config.yaml"))
+    assert runs, f"no published run of {path.name} in {folder}"
+    ours = flat(load_config(path))
+    for run in runs:
+        theirs = flat(load_config(run))
+        different = sorted(key for key in (ours.keys() | theirs.keys()) - PER_RUN if ours.get(key) != theirs.get(key))
+        assert not different, f"{run.relative_to(ROOT)}: {[(key, ours.get(key), theirs.get(key)) for key in different]}"
+
+
+def test_the_benchmark_config_is_its_last_version_with_the_keys_its_docs_name():
+    """configs/dmc_vision_cpu.yaml (v5) is v4 with the exploration schedule ending at 50k env steps (`explsched50`,
+    docs/results.md): no other key moved when v4 was kept under its name."""
+    assert [path.stem for path in VERSIONED][-1] == "dmc_vision_cpu_v4"
+    current, last = flat(load_config(CONFIGS / "dmc_vision_cpu.yaml")), flat(load_config(VERSIONED[-1]))
+    assert {key: (last[key], current[key]) for key in current if current[key] != last[key]} == \
+        {"sac.exploration_steps": (100000, 50000)}

@@ -429,6 +429,14 @@ EOF
   # at 8 (within 18 degrees 26-30% of the time, research/cartpole_reward.py). Within the spread: the default stays 2.
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
+  # v5 (2026-12-03, snapshot c7e53a5: configs/dmc_vision_cpu.yaml with explsched50's `sac.exploration_steps: 50000`,
+  # v4 kept as configs/dmc_vision_cpu_v4.yaml; the code of c77f02b plus the smaller update graphs and the policy
+  # compiled with only the branches a run acts by, docs/performance.md): the benchmark again as dmc_vision_v5, after
+  # v4's five seeds (a worker with ONLY="dmc_vision_v*" finishes v4's before it starts v5's): seeds 0-2 of the six
+  # tasks, then 3-4 without the final comparison of the other policies, as v4's.
+  local v5=c7e53a5 bench5=dmc_vision_v5
+  for seed in 0 1 2; do for task in $six; do echo "$bench5 $v5 v5 100000 $task $seed"; done; done
+  for seed in 3 4; do for task in $six; do echo "$bench5 $v5 v5 100000 $task $seed --compare-episodes=0"; done; done
 }
 
 case $mode in

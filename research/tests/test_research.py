@@ -556,3 +556,26 @@ def test_cartpole_reward_terms_multiply_to_dm_controls_reward():
     np.testing.assert_allclose(terms["small_control"], [1.0] * 6 + [0.8] * 6)
     assert len(terms["reward"]) == 12
     np.testing.assert_allclose(terms["upright"], (terms["cosine"] + 1) / 2)
+
+
+def _numpy_transposed_conv(x: np.ndarray, kernel: np.ndarray, stride: int) -> np.ndarray:
+    """By hand: every input pixel scatters its kernel-weighted copy to the output at stride steps (VALID)."""
+    batch, n, _, _ = x.shape
+    k, _, out, _ = kernel.shape
+    size = (n - 1) * stride + k
+    y = np.zeros((batch, size, size, out))
+    for i in range(n):
+        for j in range(n):
+            y[:, i * stride:i * stride + k, j * stride:j * stride + k] += np.einsum("bc,hwoc->bhwo", x[:, i, j], kernel)
+    return y
+
+
+@pytest.mark.parametrize("size, inp, out, k", [(3, 2, 3, 6), (4, 3, 2, 5), (2, 1, 1, 4)])
+def test_deconv_phases_compute_the_transposed_convolution(size, inp, out, k):
+    module = _load_research_module("deconv_phases")
+    rng = np.random.default_rng(size)
+    x = rng.normal(size=(2, size, size, inp)).astype(np.float32)
+    kernel = rng.normal(size=(k, k, out, inp)).astype(np.float32)
+    expected = _numpy_transposed_conv(x.astype(np.float64), kernel.astype(np.float64), 2)
+    np.testing.assert_allclose(module.phase_deconv(tf.constant(x), tf.constant(kernel)).numpy(), expected, atol=1e-4)
+    np.testing.assert_allclose(module.transposed_deconv(tf.constant(x), tf.constant(kernel)).numpy(), expected, atol=1e-4)

@@ -23,7 +23,7 @@ unexport PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	@# uv installed into the venv by the system's pip (>= 22.3: --python), or else by the venv's own, bootstrapped
-	@# (ensurepip: 7 s, most of a fresh install's set-up); uv then installs pip beside the project in a second
+	@# (ensurepip: 7 s, most of a fresh install's set-up); uv then installs pip beside the project, in under a second
 	$(PYTHON) -m pip --python $(PY) install --quiet --disable-pip-version-check uv 2>/dev/null || \
 		{ $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip install --quiet --disable-pip-version-check uv; }
 	$(VENV)/bin/uv pip install --quiet --python $(PY) -e ".[dmc,test]" pip

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
@@ -27,6 +26,8 @@ import planet_sac  # noqa: E402,F401  (before TensorFlow: oneDNN on, see planet_
 # isort: split
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from planet_sac.benchmark import median_time  # noqa: E402
 
 # (input size, in channels, out channels, kernel) of the depth-16 decoder's layers after its 1x1 one (a matmul)
 LAYERS = ((5, 64, 32, 5), (13, 32, 16, 6), (30, 16, 3, 6))
@@ -55,16 +56,6 @@ def phase_deconv(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     return y[:, :size, :size]
 
 
-def _median_seconds(fn, rounds: int) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, default=800)
@@ -85,7 +76,7 @@ def main() -> None:
                 return [y, *tape.gradient(loss, [x, kernel])]
 
             grads[name] = [t.numpy() for t in forward_backward()]
-            seconds[name] = _median_seconds(forward_backward, args.rounds)
+            seconds[name] = median_time(forward_backward, args.rounds)
         diff = max(float(np.max(np.abs(a - b)) / np.max(np.abs(a))) for a, b in zip(grads["transposed"], grads["phases"]))
         print(f"{size}x{size}x{inp} -> {out}, kernel {k}: transposed {seconds['transposed']:.3f} s, "
               f"phases {seconds['phases']:.3f} s ({seconds['phases'] / seconds['transposed']:.2f}x); "

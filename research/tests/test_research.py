@@ -579,3 +579,33 @@ def test_deconv_phases_compute_the_transposed_convolution(size, inp, out, k):
     expected = _numpy_transposed_conv(x.astype(np.float64), kernel.astype(np.float64), 2)
     np.testing.assert_allclose(module.phase_deconv(tf.constant(x), tf.constant(kernel)).numpy(), expected, atol=1e-4)
     np.testing.assert_allclose(module.transposed_deconv(tf.constant(x), tf.constant(kernel)).numpy(), expected, atol=1e-4)
+
+
+def _numpy_conv(x: np.ndarray, kernel: np.ndarray, stride: int) -> np.ndarray:
+    """By hand: each output pixel is the kernel-weighted sum of its input window (VALID), NHWC."""
+    batch, n, _, _ = x.shape
+    k, _, _, out = kernel.shape
+    size = (n - k) // stride + 1
+    y = np.zeros((batch, size, size, out))
+    for i in range(size):
+        for j in range(size):
+            window = x[:, i * stride:i * stride + k, j * stride:j * stride + k]
+            y[:, i, j] = np.einsum("bhwc,hwco->bo", window, kernel)
+    return y
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_conv_layout_computes_both_layers_in_either_layout(layout):
+    """research/conv_layout.py times what the networks compute: its convolution and transposed convolution in NCHW
+    give, transposed back, the by-hand NHWC results."""
+    module = _load_research_module("conv_layout")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 9, 9, 3)).astype(np.float32)
+    kernel = rng.normal(size=(4, 4, 3, 5)).astype(np.float32)
+    back = (lambda t: np.transpose(t, [0, 2, 3, 1])) if layout == "NCHW" else (lambda t: t)  # noqa: E731
+    y = module.conv(module.to_layout(tf.constant(x), layout), tf.constant(kernel), layout).numpy()
+    np.testing.assert_allclose(back(y), _numpy_conv(x.astype(np.float64), kernel.astype(np.float64), 2), atol=1e-4)
+    deconv_kernel = rng.normal(size=(5, 5, 2, 3)).astype(np.float32)
+    y = module.deconv(module.to_layout(tf.constant(x), layout), tf.constant(deconv_kernel), layout).numpy()
+    expected = _numpy_transposed_conv(x.astype(np.float64), deconv_kernel.astype(np.float64), 2)
+    np.testing.assert_allclose(back(y), expected, atol=1e-4)

@@ -427,6 +427,21 @@ EOF
   echo "untuned_v5ar2 $v4n v4 50000 dmc:cartpole-balance 0 --action-repeat=dmc:cartpole-balance=2 sac.exploration_steps=50000"
   # Read 2026-12-02 08:35: 429 over 40k-60k (at 8: 462), final evaluation 484.8 (522.7); the head drops the pole as
   # at 8 (within 18 degrees 26-30% of the time, research/cartpole_reward.py). Within the spread: the default stays 2.
+  # `enc16_v5` (2026-12-03, snapshot c77f02b, no new code: `model.cnn_depth` is PlaNet's key): a speed lever. On an
+  # AVX2-only CPU the encoder, at PlaNet's full width where the decoder is at half, is the largest part of an update
+  # (its convolutions 2.49 s of a 6.67 s update forward and backward, the decoder's 1.29 s; research/conv_layout.py),
+  # and half its width makes the update 0.697x (4.65 s; docs/performance.md). On v5's keys (v4's file with
+  # sac.exploration_steps=50000), against explsched50_v4 at 50k, the same seeds: reacher-easy 0 first (the small
+  # target, where a narrower encoder could lose most: test 40k / 50k 148.3 / 306.9, final evaluation 102.5), then
+  # cheetah-run 0 (197.7 / 304.4, 306.0) and walker-walk 0 (258.8 / 291.6, 319.3). Rule, fixed before the runs: kept
+  # as v6's candidate only if on each task the mean of its 40k and 50k test phases and its final evaluation at 50k
+  # are not below the reference's by more than one config's spread at 50k (112); the next task runs only if the one
+  # before passed. Read beside it: the minutes of updates (time/update_seconds) and, on reacher, the held-out reward
+  # loss (test/loss/reward) at 40k-50k against the reference's. After v4's five seeds, before v5's runs (a worker with
+  # ONLY="dmc_vision_v* enc16_v5" takes v4's, then these, then v5's).
+  for entry in "dmc:reacher-easy 0" "dmc:cheetah-run 0" "dmc:walker-walk 0"; do
+    echo "enc16_v5 $v4n v4 50000 $entry sac.exploration_steps=50000 model.cnn_depth=16"
+  done
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
   # v5 (2026-12-03, snapshot c7e53a5: configs/dmc_vision_cpu.yaml with explsched50's `sac.exploration_steps: 50000`,

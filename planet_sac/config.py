@@ -379,6 +379,7 @@ class ScheduleConfig:
     test_episodes: int = 1  # evaluation episodes per test phase
     log_every: int = 100  # updates between metrics.jsonl / TensorBoard records
     checkpoint_every: int = 1000  # updates between checkpoints
+    checkpoint_minutes: float | None = 15.0  # also checkpoint after this many minutes since the last (Dreamer's 900 s); None: off
     video_every: int = 10_000  # open-loop prediction summaries (image tasks)
 
     def validate(self, checks: Checks | None = None) -> None:
@@ -387,6 +388,7 @@ class ScheduleConfig:
         for name in ("train_steps", "train_phase_steps", "collect_every", "log_every", "checkpoint_every", "video_every"):
             checks.positive(f"schedule.{name}", getattr(self, name))
         checks.non_negative("schedule.test_episodes", self.test_episodes)
+        checks.positive("schedule.checkpoint_minutes", self.checkpoint_minutes)
         checks.positive("schedule.first_test_phase", self.first_test_phase)
 
     def test_phases_due(self, step: int) -> int:

@@ -116,6 +116,9 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
        but acting draws from it before step 5);
     2. --train-steps 27: redoes the owed collection without repeating the catch-up, then stops between checkpoints
        (20 and 30) at a step the schedule does not log (its final record there is dropped when the run goes on);
+       each update takes 10 minutes of a fake wall clock, so `schedule.checkpoint_minutes` (15) checkpoints 20
+       minutes after the last checkpoint of any kind: at 7, 9, 12, 14, ... besides the schedule's and the test
+       phases' (at 10 and 20);
     3. --train-steps 30, through a collection, a checkpoint and a test phase: every tensor and record equal to the
        never-stopped run's, nothing owed any more."""
     run = tmp_path / "run"
@@ -126,7 +129,11 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
             train_in_process(run, 30)
     assert "step 5: the collection failed; checkpointed" in caplog.text
     assert_the_failed_collection_is_checkpointed_owed(run)
-    train_in_process(run, 27)
+    with monkeypatch.context() as patch:
+        saved_at = MinutesPerUpdate(patch, 10).saved_at
+        train_in_process(run, 27)
+    # by the clock at 7, 9, 12, ...; by the schedule, then the test phase, at 10 and 20; at the end, at 27
+    assert saved_at == [7, 9, 10, 10, 12, 14, 16, 18, 20, 20, 22, 24, 26, 27]
     assert "redoing the collection that failed" in caplog.text
     assert _checkpoint_step(run) == 27
     train_in_process(run, 30)
@@ -138,6 +145,31 @@ def test_stopped_at_a_step_and_resumed_equals_the_never_stopped_run(never_stoppe
     collected = [record["step"] for record in records if "train/return/sac_guided_cem" in record]
     assert collected == [5, 10, 15, 20, 25, 30]
     assert all("catchup/sac/q" in record for record in records if "train/return" in record or record["phase"] == "test")
+
+
+class MinutesPerUpdate:
+    """Patches the Trainer so that each update advances the checkpoint clock's wall clock by `minutes`, and records
+    the step of every checkpoint it saves (`saved_at`)."""
+
+    def __init__(self, monkeypatch, minutes: float):
+        from planet_sac.training import schedule
+        from planet_sac.training.trainer import Trainer
+
+        now = [0.0]
+        self.saved_at: list[int] = []
+        update, save = Trainer._update, Trainer.save_checkpoint
+
+        def slow_update(trainer, *args, **kwargs):
+            now[0] += 60.0 * minutes
+            return update(trainer, *args, **kwargs)
+
+        def recorded_save(trainer):
+            self.saved_at.append(int(trainer.counters.step.numpy()))
+            return save(trainer)
+
+        monkeypatch.setattr(schedule, "monotonic", lambda: now[0])
+        monkeypatch.setattr(Trainer, "_update", slow_update)
+        monkeypatch.setattr(Trainer, "save_checkpoint", recorded_save)
 
 
 class FullDiskAfterSeedEpisodes:

@@ -3,8 +3,8 @@
 A run's schedule is a function of its global step (the updates so far) and of the test phases it has run,
 both checkpointed, so a resumed run keeps the schedule of the never-stopped one. `Every` answers for the
 training loop's parts, `phase` whether a test phase is due, `collecting_policy` which policy collects a batch
-of training episodes, `evenly_spread` which collections a share of them takes. `LogWindow` times the updates
-between two training records.
+of training episodes, `evenly_spread` which collections a share of them takes. `CheckpointClock` adds checkpoints
+by the wall clock (they change nothing a run computes); `LogWindow` times the updates between two training records.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from time import monotonic
 
 from planet_sac.acting.actor import TEST, TRAIN
 from planet_sac.config import Config, PolicyConfig
@@ -90,6 +91,30 @@ def evenly_spread(share: float, index: int) -> bool:
     """Whether item `index` (from 0) is one of a `share` of items spread evenly: floor((index + 1) share) >
     floor(index share), so 0.5 picks the 2nd, 4th, ..., 1/3 the 3rd, 6th, ..., 1 every one and 0 none."""
     return share > 0 and math.floor((index + 1) * share + 1e-9) > math.floor(index * share + 1e-9)
+
+
+class CheckpointClock:
+    """Checkpoints by the wall clock between the scheduled ones (`schedule.checkpoint_minutes`, as Dreamer saves every
+    `run.save_every` seconds), so that a kill loses minutes, not up to `schedule.checkpoint_every` updates.
+
+    `due()` once `minutes` have passed since `saved()` was last called (or since construction); never with `minutes`
+    None. The steps it picks depend on the machine's speed, what the run computes does not: a checkpoint writes no
+    record and draws from no random stream, and a run resumed from any step goes on as the never-stopped one.
+    """
+
+    def __init__(self, minutes: float | None) -> None:
+        self.minutes = minutes
+        self.saved()
+
+    def saved(self) -> None:
+        """A checkpoint was just written (by the clock, the schedule, a test phase or anything else)."""
+        self.last = monotonic()
+
+    def due(self) -> bool:
+        return self.minutes is not None and monotonic() - self.last >= 60.0 * self.minutes
+
+    def elapsed_minutes(self) -> float:
+        return (monotonic() - self.last) / 60.0
 
 
 class LogWindow:

@@ -20,7 +20,7 @@ right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule
         if when.collect(step): collect(collecting_policy(policy, when.collection(step)))  # failing: checkpoint, owed
         if when.log(step, collected): log(update, collection, replay stats)
         if when.video(step): log_open_loop(next(batches))
-        if when.checkpoint(step) and the update was finite: save_checkpoint()
+        if (when.checkpoint(step) or checkpoint_minutes passed) and the update was finite: save_checkpoint()
     save_checkpoint()
 
 The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
@@ -134,6 +134,9 @@ class Trainer:
             # (signal, step, target) when SIGINT/SIGTERM ended the last `run` before its target, else None
             self.stopped: tuple[signal.Signals, int, int] | None = None
             self._warned_terminations = False
+            # Workers of one multi-worker run checkpoint at the same steps, which their clocks would not agree on.
+            minutes = config.schedule.checkpoint_minutes if distribute.num_workers(self.strategy) == 1 else None
+            self.checkpoint_clock = schedule.CheckpointClock(minutes)
             self.start_message = self.run_progress.restore(self.variables, restore_from, include, exclude,
                                                            test_pending=lambda: self.phase() == TEST)
         except BaseException:
@@ -151,7 +154,9 @@ class Trainer:
 
     def save_checkpoint(self) -> str:
         """Checkpoints the run at its current step, with the replays' states and the training episodes' names."""
-        return self.run_progress.save_checkpoint(self._replay, self.test_phases.held_out_replay)
+        path = self.run_progress.save_checkpoint(self._replay, self.test_phases.held_out_replay)
+        self.checkpoint_clock.saved()
+        return path
 
     def collect_seed_episodes(self) -> None:
         """Random episodes until each folder holds its configured seed episodes (`Collection.seed_episodes`); then
@@ -211,6 +216,7 @@ class Trainer:
         bar = tqdm(total=when.total, initial=min(step, when.total), disable=None if self.progress else True,
                    unit="step", dynamic_ncols=True, mininterval=1.0)  # None: off when not a terminal
         window = LogWindow()
+        self.checkpoint_clock.saved()  # the checkpoint it resumed from, or its start
         self._stop.clear()  # a signal ends the call it came in (`stopped` says so), not the Trainer
         stop = GracefulStop(self._stop)
         with stop:
@@ -256,8 +262,13 @@ class Trainer:
                             sps=f"{values['train/steps_per_second']:.1f}")
         if when.video(step):
             self.log_open_loop(next(batches))
-        if when.checkpoint(step) and int(self.learner.consecutive_skips.numpy()) == 0:
-            self.save_checkpoint()  # only after a good update: the last checkpoint is always a good one
+        if int(self.learner.consecutive_skips.numpy()) == 0:  # only after a good update: the last checkpoint is a good one
+            if when.checkpoint(step):
+                self.save_checkpoint()
+            elif self.checkpoint_clock.due():
+                log.info("step %d: checkpointed, %.1f minutes after the last checkpoint", step,
+                         self.checkpoint_clock.elapsed_minutes())
+                self.save_checkpoint()
         return record
 
     def _update(self, batches: Iterator[dict], window: LogWindow) -> tuple[dict, int]:

@@ -69,3 +69,24 @@ def test_the_log_window_reports_the_time_since_its_last_record(monkeypatch):
     window.updated(since=106.0)  # a window of one 0.5 s update: its own time, not shared with an absent second
     now[0] = 108.0
     assert window.close() == {"train/steps_per_second": 1 / 2, "time/update_seconds": 0.5, "time/collect_seconds": 0.0}
+
+
+def test_the_checkpoint_clock_is_due_minutes_after_the_last_checkpoint(monkeypatch):
+    """Dreamer's `run.save_every`: due once `minutes` have passed since the last save of any kind, not before, and
+    again only `minutes` after that save; None never."""
+    now = [1000.0]
+    monkeypatch.setattr(schedule, "monotonic", lambda: now[0])
+    clock = schedule.CheckpointClock(2.5)  # 150 s
+    now[0] = 1149.9
+    assert not clock.due()
+    now[0] = 1150.0
+    assert clock.due() and clock.elapsed_minutes() == pytest.approx(2.5)
+    now[0] = 1200.0
+    clock.saved()  # the checkpoint it asked for (or a scheduled one) restarts the wait
+    now[0] = 1349.0
+    assert not clock.due()
+    now[0] = 1350.0
+    assert clock.due()
+    never = schedule.CheckpointClock(None)
+    now[0] = 1e9
+    assert not never.due()

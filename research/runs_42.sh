@@ -448,8 +448,11 @@ EOF
   # v4 kept as configs/dmc_vision_cpu_v4.yaml; the code of c77f02b plus the smaller update graphs and the policy
   # compiled with only the branches a run acts by, docs/performance.md): the benchmark again as dmc_vision_v5, after
   # v4's five seeds (a worker with ONLY="dmc_vision_v*" finishes v4's before it starts v5's): seeds 0-2 of the six
-  # tasks, then 3-4 without the final comparison of the other policies, as v4's.
-  local v5=c7e53a5 bench5=dmc_vision_v5
+  # tasks, then 3-4 without the final comparison of the other policies, as v4's. Since 2026-12-03 (before any v5 run
+  # started) from c0a5c94, which computes what c7e53a5 does and also checkpoints every 15 minutes of wall clock
+  # (`schedule.checkpoint_minutes`; a checkpoint changes nothing a run computes, tests/test_exact_resume.py), so a
+  # session's end or a lost machine costs a run minutes instead of up to 250 updates.
+  local v5=c0a5c94 bench5=dmc_vision_v5
   for seed in 0 1 2; do for task in $six; do echo "$bench5 $v5 v5 100000 $task $seed"; done; done
   for seed in 3 4; do for task in $six; do echo "$bench5 $v5 v5 100000 $task $seed --compare-episodes=0"; done; done
 }

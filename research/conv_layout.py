@@ -85,26 +85,21 @@ def main() -> None:
     images = rng.uniform([args.batch, 64, 64, 3])
     first = rng.uniform([args.batch, 5, 5, 64])  # what the decoder's 1x1 layer hands on
 
-    @tf.function
-    def encoder_step(layout):
-        with tf.GradientTape() as tape:
-            x = to_layout(images, layout)
-            for kernel in encoder:
-                x = tf.nn.relu(conv(x, kernel, layout))
-            loss = tf.reduce_sum(x)
-        return tape.gradient(loss, encoder)
-
-    @tf.function
-    def decoder_step(layout):
-        with tf.GradientTape() as tape:
-            x = to_layout(first, layout)
-            for kernel in decoder:
-                x = tf.nn.relu(deconv(x, kernel, layout))
-            loss = tf.reduce_sum(x)
-        return tape.gradient(loss, decoder)
+    def stack_step(inputs: tf.Tensor, kernels: list[tf.Variable], layer):
+        """Forward and backward (the kernels' gradients) through `layer` with each kernel, in a layout given per call."""
+        @tf.function
+        def step(layout):
+            with tf.GradientTape() as tape:
+                x = to_layout(inputs, layout)
+                for kernel in kernels:
+                    x = tf.nn.relu(layer(x, kernel, layout))
+                loss = tf.reduce_sum(x)
+            return tape.gradient(loss, kernels)
+        return step
 
     print("forward and backward, seconds:")
-    for name, step in (("encoder (depth 32)", encoder_step), ("decoder (depth 16)", decoder_step)):
+    for name, step in (("encoder (depth 32)", stack_step(images, encoder, conv)),
+                       ("decoder (depth 16)", stack_step(first, decoder, deconv))):
         times = {layout: median_time(lambda layout=layout: [g.numpy() for g in step(layout)], args.rounds)
                  for layout in ("NHWC", "NCHW")}
         print(f"  {name}: NHWC {times['NHWC']:.3f}, NCHW {times['NCHW']:.3f} ({times['NCHW'] / times['NHWC']:.2f}x)")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import statistics
 import time
 
@@ -34,10 +35,15 @@ import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see pla
 import numpy as np
 import tensorflow as tf
 
+from planet_sac.benchmark import machine
 from planet_sac.config_loading import apply_overrides, load_config
 from planet_sac.control.sac import SAC
 from planet_sac.models.world_model import WorldModel
 from planet_sac.training.learner import Learner
+
+MEASUREMENT_ENVIRONMENT = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS", "ONEDNN_MAX_CPU_ISA",
+                           "TF_ENABLE_ONEDNN_OPTS")
+"""Environment variables that change an update's speed, written beside the results (None: not set)."""
 
 
 def image_batch(batch: int, length: int, action_size: int, seed: int = 0) -> dict:
@@ -134,7 +140,10 @@ def main() -> None:
               f"median per-round ratio to {next(iter(results))} {result['median_ratio_to_first']:.3f}")
     if args.json:
         with open(args.json, "w") as file:
-            json.dump({"config": args.config, "overrides": args.overrides, "results": results}, file, indent=1)
+            # where it was measured: figures from other machines, thread counts or a oneDNN cap do not compare
+            environment = {key: os.environ.get(key) for key in MEASUREMENT_ENVIRONMENT}
+            json.dump({"config": args.config, "overrides": args.overrides, "machine": machine(), "environment": environment,
+                       "results": results}, file, indent=1)
 
 
 if __name__ == "__main__":

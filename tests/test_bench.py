@@ -510,8 +510,14 @@ def test_update_speed_times_each_variant_on_a_batch_of_its_own_shape(tmp_path, m
         "update_speed.py", "--config", str(CONFIGS / "smoke.yaml"), "--reps", "1", "--set", "model.cnn_depth=4",
         "sac.updates_per_step=0",  # the world model alone: the batch shapes are its
         "--variants", "small:data.batch_size=2,data.chunk_length=6", "--json", str(out)])
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # read by oneDNN at TensorFlow's start only: here just recorded
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     update_speed.main()
-    results = json.loads(out.read_text())["results"]
+    written = json.loads(out.read_text())
+    # where it was measured, beside the figures
+    assert written["machine"]["cores"] == os.cpu_count() and "avx2" in written["machine"]
+    assert written["environment"]["ONEDNN_MAX_CPU_ISA"] == "AVX2" and written["environment"]["OMP_NUM_THREADS"] is None
+    results = written["results"]
     assert results["float32"]["batch_shape"] == [4, 10]  # configs/smoke.yaml's 4 x 10
     assert results["small/float32"]["batch_shape"] == [2, 6]
     assert all(len(result["times"]) == 1 for result in results.values())

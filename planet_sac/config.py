@@ -379,7 +379,7 @@ class ScheduleConfig:
     test_episodes: int = 1  # evaluation episodes per test phase
     log_every: int = 100  # updates between metrics.jsonl / TensorBoard records
     checkpoint_every: int = 1000  # updates between checkpoints
-    checkpoint_minutes: float | None = 15.0  # also checkpoint after this many minutes since the last (Dreamer's 900 s); None: off
+    checkpoint_minutes: float | None = 15.0  # also checkpoint this many minutes after the last (Dreamer's 900 s); None: off; multi-worker: off
     video_every: int = 10_000  # open-loop prediction summaries (image tasks)
 
     def validate(self, checks: Checks | None = None) -> None:

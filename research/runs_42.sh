@@ -439,6 +439,11 @@ EOF
   # before passed. Read beside it: the minutes of updates (time/update_seconds) and, on reacher, the held-out reward
   # loss (test/loss/reward) at 40k-50k against the reference's. After v4's five seeds, before v5's runs (a worker with
   # ONLY="dmc_vision_v* enc16_v5" takes v4's, then these, then v5's).
+  # 2026-12-03 18:20, a new AVX2-only machine (AMD EPYC family 25; v4's seed-4 runs restarted from scratch, and a v4
+  # run, 5.9 s an update here, cannot finish in a session): the three run at once, in two workers with ONLY="enc16_v5"
+  # (reacher-easy 0 and cheetah-run 0 first, walker-walk 0 after the first to finish), so that the lever is decided
+  # on one machine; the rule is unchanged, a task after a failed one is reported and not read. v4's ball_in_cup 4
+  # stopped for them at its 39th update (checkpointed) and resumes after them.
   for entry in "dmc:reacher-easy 0" "dmc:cheetah-run 0" "dmc:walker-walk 0"; do
     echo "enc16_v5 $v4n v4 50000 $entry sac.exploration_steps=50000 model.cnn_depth=16"
   done

@@ -71,19 +71,28 @@ def median_time(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
-def machine() -> dict:
-    """CPU model and vendor, core count and the instruction-set flags that decide bfloat16 speed."""
-    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "tensorflow": tf.__version__}
-    try:
-        with open("/proc/cpuinfo") as file:
-            text = file.read()
-    except OSError:  # not Linux: the CPU model from platform is all we know
-        return info
-    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+def machine(cpuinfo: str | None = None) -> dict:
+    """CPU model, vendor, family and model number, core count and the instruction-set flags that decide bfloat16 speed.
+
+    :param cpuinfo: the text of /proc/cpuinfo (read from the machine when None; not Linux: the CPU from `platform`).
+    :return: `cpu`, `cores`, `tensorflow`, and from cpuinfo `vendor`, `family` and `model` (ints, None where not
+        given: two CPUs of one model name, e.g. "AMD EPYC", can differ 2x in speed) and one bool per flag.
+    """
+    info: dict = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "tensorflow": tf.__version__}
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return info
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
     if model:
         info["cpu"] = model.group(1).strip()
-    info["vendor"] = cpu_vendor(text)
-    present = cpu_flags(text)
+    info["vendor"] = cpu_vendor(cpuinfo)
+    for key, field in (("family", "cpu family"), ("model", "model")):
+        number = re.search(rf"^{field}\s*:\s*(\d+)\s*$", cpuinfo, re.M)
+        info[key] = int(number.group(1)) if number else None
+    present = cpu_flags(cpuinfo)
     info.update({flag: flag in present for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")})
     return info
 

@@ -444,9 +444,13 @@ EOF
   # (reacher-easy 0 and cheetah-run 0 first, walker-walk 0 after the first to finish), so that the lever is decided
   # on one machine; the rule is unchanged, a task after a failed one is reported and not read. v4's ball_in_cup 4
   # stopped for them at its 39th update (checkpointed) and resumes after them.
-  for entry in "dmc:reacher-easy 0" "dmc:cheetah-run 0" "dmc:walker-walk 0"; do
+  for entry in "dmc:reacher-easy 0" "dmc:cheetah-run 0"; do  # "dmc:walker-walk 0"
     echo "enc16_v5 $v4n v4 50000 $entry sac.exploration_steps=50000 model.cnn_depth=16"
   done
+  # Read 2026-12-03 19:10: not kept. Reacher-easy 0 passed (test 40k / 50k 100.6 / 290.5, mean 195.6 against 227.6;
+  # final evaluation 106.5 against 102.5); cheetah-run 0 failed (111.2 / 116.9, mean 114.1 against 251.1; evaluation
+  # 116.1 against 306.0), its world model's losses level with the reference's. Walker-walk 0 was stopped at 8k,
+  # unread, and its folder removed; v4's seed 4 resumed in both workers.
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
   # v5 (2026-12-03, snapshot c7e53a5: configs/dmc_vision_cpu.yaml with explsched50's `sac.exploration_steps: 50000`,

@@ -461,6 +461,9 @@ EOF
   # started) from c0a5c94, which computes what c7e53a5 does and also checkpoints every 15 minutes of wall clock
   # (`schedule.checkpoint_minutes`; a checkpoint changes nothing a run computes, tests/test_exact_resume.py), so a
   # session's end or a lost machine costs a run minutes instead of up to 250 updates.
+  # 2026-12-03 19:20: v5's walker-walk 0 started ahead of its turn, by hand with this entry's arguments, in place of
+  # v4's reacher-easy 4 (stopped at its seed episodes), so that a walker checkpoint at 50k is on the machine for the
+  # head-or-model question of walker-walk's gap to DreamerV3 (research/sac_head.py; docs/results.md).
   local v5=c0a5c94 bench5=dmc_vision_v5
   for seed in 0 1 2; do for task in $six; do echo "$bench5 $v5 v5 100000 $task $seed"; done; done
   for seed in 3 4; do for task in $six; do echo "$bench5 $v5 v5 100000 $task $seed --compare-episodes=0"; done; done

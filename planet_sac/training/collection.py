@@ -105,7 +105,8 @@ class Collection:
         The episodes already in a folder count: only the missing ones are collected, as episodes
         `on_disk`.. of the folder's stream (`TRAIN_STREAM`, `TEST_STREAM`), with actions from a RandomPolicy
         seeded `env.seed + on_disk` (test: `env.seed + TEST_SEED_OFFSET + on_disk`). A full folder makes no
-        environment. The counters are not changed.
+        environment. The counters are not changed. Each folder's new episodes' returns are logged in one line (mean,
+        std, min and max): the random policy's level on the task.
         """
         data, env = self.config.data, self.config.env
         for folder, wanted, seed in ((self.train_folder, data.seed_episodes, env.seed),
@@ -117,8 +118,11 @@ class Collection:
                 policy = RandomPolicy(action_size(envs), seed=seed + on_disk)
                 log.info("collecting %d random seed episodes into %s", missing, folder.directory)
                 stream = TRAIN_STREAM if folder is self.train_folder else TEST_STREAM
-                Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
-                                                       seeds=self.reset_seeds(stream, on_disk, missing))
+                episodes = Actor(envs, policy, TRAIN, folder).run(missing, progress=self.progress,
+                                                                  seeds=self.reset_seeds(stream, on_disk, missing))
+                returns = np.array([episode["return"] for episode in episodes])
+                log.info("%d random seed episodes: return %.1f ± %.1f (min %.1f, max %.1f)", len(returns),
+                         returns.mean(), returns.std(), returns.min(), returns.max())
 
     def train_episodes(self, policy: str | None = None, count: int | None = None, explore: bool = True) -> list[dict]:
         """`count` episodes (default one per training environment) with `policy` (default `policy.train`) acting in

@@ -82,15 +82,22 @@ def by_reset_seed(config, episodes: list[dict], seeds: list[int]) -> dict[int, d
     return found
 
 
-def test_seed_episodes_fill_each_folder_from_its_environment_and_stream(smoke_config, tmp_path):
+def test_seed_episodes_fill_each_folder_from_its_environment_and_stream(smoke_config, tmp_path, caplog):
     """Train: data.seed_episodes episodes reset with the train stream's seeds, random actions seeded env.seed;
-    test: data.test_seed_episodes with the test stream's, seeded env.seed + TEST_SEED_OFFSET. The counters stay."""
+    test: data.test_seed_episodes with the test stream's, seeded env.seed + TEST_SEED_OFFSET. The counters stay.
+    Each folder's returns are logged in one line, as the files' rewards sum."""
     config = apply_overrides(smoke_config, SHORT)
     collection, envs = collection_for(config, tmp_path)
     try:
-        collection.seed_episodes()
+        with caplog.at_level("INFO", logger="planet_sac"):
+            collection.seed_episodes()
     finally:
         envs.close()
+    logged = [record.getMessage() for record in caplog.records if "random seed episodes: return" in record.getMessage()]
+    for line, folder in zip(logged, (collection.train_folder, collection.test_folder), strict=True):
+        returns = np.array([float(np.sum(episode["reward"], dtype=np.float64)) for episode in episodes_in(folder)])
+        assert line == (f"{len(returns)} random seed episodes: return {returns.mean():.1f} ± {returns.std():.1f} "
+                        f"(min {returns.min():.1f}, max {returns.max():.1f})")
     seeds = functools.partial(reset_seeds, config.env.seed, tf.distribute.get_strategy())
     for folder, stream, count, policy_seed in ((collection.train_folder, TRAIN_STREAM, 3, config.env.seed),
                                                (collection.test_folder, TEST_STREAM, 2, config.env.seed + TEST_SEED_OFFSET)):

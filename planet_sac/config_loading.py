@@ -103,10 +103,17 @@ def _overridden(config: Config, overrides: list[str]) -> dict[str, Any]:
 
 def save_config(config: Config, path: str) -> None:
     """Writes `config` to `path` as YAML that `read_config_file` reads back equal (through tf.io.gfile, so remote
-    paths work); atomically: through `path.tmp`, renamed over `path`. Imports TensorFlow."""
+    paths work); atomically: through `path.tmp`, renamed over `path`. A file that already holds that text is left
+    as it is (a resumed run's config.yaml keeps its modification time). Imports TensorFlow."""
     import tensorflow as tf
 
     text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+    try:
+        with tf.io.gfile.GFile(path, "r") as file:
+            if file.read() == text:
+                return
+    except (tf.errors.OpError, OSError, UnicodeDecodeError):  # absent or unreadable: written anew
+        pass
     temp = f"{path}.tmp"
     with tf.io.gfile.GFile(temp, "w") as file:
         file.write(text)

@@ -1,3 +1,4 @@
+import os
 import re
 
 import pytest
@@ -361,7 +362,16 @@ def test_a_saved_config_reads_back_equal_and_leaves_no_temporary_file(tmp_path):
     from planet_sac.config_loading import read_config_file, save_config
 
     config = apply_overrides(Config(), ["seed=7", "data.batch_size=8", "cem.actor_std=0.05"])
-    save_config(config, str(tmp_path / "config.yaml"))
-    save_config(config, str(tmp_path / "config.yaml"))  # over an existing one
+    path = tmp_path / "config.yaml"
+    save_config(config, str(path))
+    os.utime(path, ns=(1, 1))
+    save_config(config, str(path))  # the same config: the file is left as it is
+    assert path.stat().st_mtime_ns == 1
+    changed = apply_overrides(config, ["seed=8"])
+    save_config(changed, str(path))  # another one: written over it
+    assert path.stat().st_mtime_ns != 1
     assert sorted(path.name for path in tmp_path.iterdir()) == ["config.yaml"]
-    assert read_config_file(str(tmp_path / "config.yaml")) == config
+    assert read_config_file(str(path)) == changed
+    path.write_bytes(b"\xff\xfe not yaml")  # a damaged file is replaced, not read as the config's text
+    save_config(config, str(path))
+    assert read_config_file(str(path)) == config

@@ -83,7 +83,7 @@ def machine(cpuinfo: str | None = None) -> dict:
         try:
             with open("/proc/cpuinfo") as file:
                 cpuinfo = file.read()
-        except OSError:
+        except OSError:  # not Linux: the CPU model from platform is all we know
             return info
     model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
     if model:

@@ -15,6 +15,7 @@ from planet_sac.episodes.folder import list_episodes
 from planet_sac.episodes.loader import EpisodeReplay
 from planet_sac.episodes.storage import load_episode
 from planet_sac.training.learner import NonFiniteError
+from planet_sac.training.run_dir import prepare_logdir
 from planet_sac.training.trainer import Trainer, train
 from tests.conftest import CONFIGS, ROOT
 
@@ -43,8 +44,11 @@ def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
     directory = str(tmp_path / "shared")
     command = [sys.executable, "-m", "planet_sac", "collect", "--task", "gym:Pendulum-v1", "--obs", "state",
                "--episodes", "6", "--time-limit", "15", "--outdir", directory]
-    collectors = [subprocess.Popen(command + ["--seed", str(seed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                  for seed in (1, 2)]
+    logs = [tmp_path / f"collector{seed}.log" for seed in (1, 2)]
+    collectors = []
+    for seed, log in zip((1, 2), logs):
+        with log.open("w") as stderr:  # the child holds its own copy of the file
+            collectors.append(subprocess.Popen(command + ["--seed", str(seed)], stdout=subprocess.DEVNULL, stderr=stderr))
     replay = EpisodeReplay(directory, chunk_length=5, every=4, wait_seconds=60, seed=0)
     recent_paths = []
     chunks = replay.iter_with_info()
@@ -55,13 +59,32 @@ def test_two_collectors_and_a_reader_share_one_directory(tmp_path):
             recent_paths.append(info.path)
         if replay.stats["passes"] > 5000:
             break
-    assert [c.wait() for c in collectors] == [0, 0]
+    assert [c.wait() for c in collectors] == [0, 0], [log.read_text()[-2000:] for log in logs]
     files = list_episodes(directory)
     assert len(files) == 12 and len({os.path.basename(f).split("-")[1] for f in files}) == 12  # no name collision
     assert replay.stats["files_skipped"] == 0  # never saw a partial file
     assert len(recent_paths) == len(set(recent_paths))  # no episode yielded twice as "recent"
     for path in files:
         load_episode(path)
+
+
+def test_two_processes_preparing_one_folder_at_once_both_succeed(tmp_path, monkeypatch):
+    """The interleaving that failed a collector in CI: the second writer tests the folder between the first's
+    write test and its clean-up. Each removes only its own probe, and no probe is left behind."""
+    folder = str(tmp_path / "shared")
+    remove = tf.io.gfile.remove
+    interleaved = []
+
+    def remove_after_the_other_writer(path):
+        if not interleaved:
+            interleaved.append(path)
+            prepare_logdir(folder, "--outdir")  # the other collector, from start to end
+        remove(path)
+
+    monkeypatch.setattr(tf.io.gfile, "remove", remove_after_the_other_writer)
+    prepare_logdir(folder, "--outdir")
+    assert interleaved and os.path.basename(interleaved[0]).startswith(".")  # hidden: no folder lists it
+    assert os.listdir(folder) == []
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ What the episode folders hold is `episodes.folder.EpisodeFolder`'s contract.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Sequence
 
 import tensorflow as tf
@@ -73,12 +74,15 @@ def _has_not_trained(logdir: str) -> bool:
 
 
 def prepare_logdir(logdir: str, flag: str = "--logdir") -> None:
-    """Creates the directory, failing early with a clear message if it cannot be used."""
+    """Creates the directory, failing early with a clear message if it cannot be used.
+
+    The write test uses a hidden probe file of its own name, so that processes preparing one folder at once
+    (collectors sharing an episode folder) never remove one another's probe."""
     if tf.io.gfile.exists(logdir) and not tf.io.gfile.isdir(logdir):
         raise ConfigError(f"{flag} {logdir} is a file, not a directory; choose another path")
     try:
         tf.io.gfile.makedirs(logdir)
-        probe = f"{logdir}/.write_test"
+        probe = f"{logdir}/.write_test-{uuid.uuid4().hex}"
         with tf.io.gfile.GFile(probe, "w") as file:
             file.write("ok")
         tf.io.gfile.remove(probe)

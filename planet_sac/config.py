@@ -255,6 +255,8 @@ class SACConfig:
     imagination_horizon: int = 0  # 0 = off; else also train on rollouts of this length in the model (MBPO/Dreamer)
     real_ratio: float = 1.0  # share of each SAC batch from real chunks; the rest is imagined
     catchup_rounds: int = 0  # 0 = off; else SAC-only rounds on the frozen model before each test phase and SAC-collected episode
+    reset_every: int = 0  # 0 = off; else the head starts over (weights, temperature, optimizers) every this many model updates (Nikishin 2022)
+    reset_rounds: int = 0  # SAC-only rounds on the frozen model right after each reset, before the head acts again
     action_bounds: Literal["tanh", "invert_gradients"] = "tanh"  # squash actions, or invert gradients at the bounds
     exploration_noise: float = 0.0  # train phase: N(0, this) added to the actor's sample, clipped (Dreamer's expl_amount 0.3); 0 = off
     exploration_steps: int = 0  # env steps over which that noise goes linearly to sac.exploration_final (DrQ-v2's linear schedule); 0 = constant
@@ -292,6 +294,16 @@ class SACConfig:
         if self.catchup_rounds and not self.updates_per_step:
             raise ConfigError(f"sac.catchup_rounds={self.catchup_rounds} repeats sac.updates_per_step SAC updates per round, "
                               "which is 0; set sac.updates_per_step above 0")
+        checks.non_negative("sac.reset_every", self.reset_every)
+        checks.note("sac.reset_every", "needs sac.updates_per_step > 0")
+        if self.reset_every and not self.updates_per_step:
+            raise ConfigError(f"sac.reset_every={self.reset_every} starts over a head that sac.updates_per_step=0 never "
+                              "trains; set sac.updates_per_step above 0 or sac.reset_every=0")
+        checks.non_negative("sac.reset_rounds", self.reset_rounds)
+        checks.note("sac.reset_rounds", "only with sac.reset_every > 0")
+        if self.reset_rounds and not self.reset_every:
+            raise ConfigError(f"sac.reset_rounds={self.reset_rounds} trains the head after each reset, and "
+                              "sac.reset_every=0 makes none; set sac.reset_every or drop the key")
         checks.in_range("sac.real_ratio", self.real_ratio, low=0.0, high=1.0)
         checks.note("sac.real_ratio", "below 1 needs sac.imagination_horizon >= sac.n_step (n-step imagined targets)")
         if self.real_ratio < 1.0 and self.imagined_targets == "n_step" and self.imagination_horizon < self.n_step:
@@ -427,15 +439,17 @@ class Config:
         for key in ("sac.burn_in", "sac.n_step"):
             checks.note(key, "sac.burn_in + sac.n_step <= data.chunk_length - 1")
         checks.note("model.overshooting_distance", "<= data.chunk_length - 2")
-        checks.note("sac.catchup_rounds", "not with optim.strategy=multi_worker")
+        for key in ("sac.catchup_rounds", "sac.reset_rounds"):
+            checks.note(key, "not with optim.strategy=multi_worker")
         checks.in_range("seed", self.seed, low=0, high=MAX_SEED)
         checks.note("optim.accumulate", "divides data.batch_size")
         if self.data.batch_size % self.optim.accumulate:
             raise ConfigError(f"optim.accumulate={self.optim.accumulate} splits each batch into equal micro-batches, "
                               f"so it must divide data.batch_size={self.data.batch_size}")
-        if self.sac.catchup_rounds and self.optim.strategy == "multi_worker":
-            raise ConfigError("sac.catchup_rounds runs on one worker's batches, which would give each worker a "
-                              "different SAC head; set it to 0 under optim.strategy=multi_worker")
+        for key in ("catchup_rounds", "reset_rounds"):
+            if getattr(self.sac, key) and self.optim.strategy == "multi_worker":
+                raise ConfigError(f"sac.{key} runs on one worker's batches, which would give each worker a "
+                                  "different SAC head; set it to 0 under optim.strategy=multi_worker")
         if self.sac.burn_in + self.sac.n_step > self.data.chunk_length - 1:
             raise ConfigError(f"sac.burn_in={self.sac.burn_in} + sac.n_step={self.sac.n_step} must be at most "
                               f"data.chunk_length - 1 = {self.data.chunk_length - 1}")

@@ -65,6 +65,12 @@ class Adam(tf.Module):
                     fused_step(var_copy, m_copy, v_copy, grad)
         return norm
 
+    def reset(self) -> None:
+        """Forgets every step taken: the step count and both moment estimates back to zero, as a new Adam starts."""
+        self.iterations.assign(0)
+        for slot in (*self.m, *self.v):
+            slot.assign(tf.zeros_like(slot))
+
     def current_learning_rate(self) -> tf.Tensor:
         """The learning rate of the next update: PlaNet's linear ramp `min(n / warmup, 1) * lr`.
 

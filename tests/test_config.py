@@ -335,6 +335,20 @@ def test_the_exploration_schedule_keys_are_checked(overrides, message):
 
 
 @pytest.mark.parametrize("overrides, message", [
+    (["sac.reset_every=-1"], "sac.reset_every=-1: must be >= 0"),
+    (["sac.reset_rounds=-2", "sac.reset_every=5"], "sac.reset_rounds=-2: must be >= 0"),
+    (["sac.reset_every=5", "sac.updates_per_step=0"], "sac.reset_every=5 starts over a head that sac.updates_per_step=0"),
+    (["sac.reset_rounds=3"], "sac.reset_rounds=3 trains the head after each reset, and sac.reset_every=0 makes none"),
+    (["sac.reset_every=5", "sac.reset_rounds=3", "optim.strategy=multi_worker", "optim.jit_compile=false"],
+     "sac.reset_rounds runs on one worker's batches"),
+])
+def test_the_head_reset_keys_are_checked(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        apply_overrides(load_config(CONFIGS / "smoke.yaml"), overrides)
+    apply_overrides(load_config(CONFIGS / "smoke.yaml"), ["sac.reset_every=5", "sac.reset_rounds=3"])  # a valid pair
+
+
+@pytest.mark.parametrize("overrides, message", [
     (["sac.imagined_targets=lambda"], "sac.imagined_targets=lambda sets the targets of imagined transitions, but "
                                       "sac.real_ratio=1.0 and sac.imagination_horizon=0 train on none"),
     (["sac.imagined_targets=lambda", "sac.imagination_horizon=2", "sac.actor_grad=dynamics"],  # rollouts, no half

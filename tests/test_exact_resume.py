@@ -25,10 +25,11 @@ from tests.conftest import records_without_wall_clock
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
 # Every random stream in use (replay sampling, CEM and SAC acting with exploration noise, imagined transitions, the
-# head's catch-up rounds before each collection and test phase, test phases with a compared policy, seed episodes of
-# both folders), with checkpoints (every 10) apart from logs (every 5).
+# head's catch-up rounds before each collection and test phase, its resets (at 7, 14, 21, ...: none at a checkpoint,
+# 28 after the stop at 27) and their rounds, test phases with a compared policy, seed episodes of both folders), with
+# checkpoints (every 10) apart from logs (every 5).
 SETTINGS = ["policy.train=sac_guided_cem", "policy.compare=[sac]", "sac.imagination_horizon=2", "sac.real_ratio=0.5",
-            "sac.catchup_rounds=1",
+            "sac.catchup_rounds=1", "sac.reset_every=7", "sac.reset_rounds=1",
             "schedule.collect_every=5", "schedule.train_phase_steps=10", "env.time_limit=10", "data.seed_episodes=3",
             "data.test_seed_episodes=2", "schedule.checkpoint_every=10", "schedule.log_every=5"]
 

@@ -28,6 +28,12 @@ from planet_sac.optim import Adam
 LOG_STD_MAX = 2.0
 
 
+def reset_seed(seed: int, step: int) -> int:
+    """The seed of the head's reset after model update `step` of a run of `seed` (in [0, 2**31)): one per pair, apart
+    from every run's initial seeds (step 0) and from the critics' `seed + 1`."""
+    return step * 2**32 + seed
+
+
 def invert_gradients(grad: tf.Tensor, action: tf.Tensor, low: float = -1.0, high: float = 1.0) -> tf.Tensor:
     """Hausknecht & Stone's inverted gradient for an ascent direction `grad` = dQ/da.
 
@@ -268,6 +274,22 @@ class SAC(tf.Module):
         self.alpha_optimizer.apply(grads, norm)
         if self.config.min_alpha > 0:
             self.log_alpha.assign(tf.maximum(self.log_alpha, math.log(self.config.min_alpha)))
+
+    def reset(self, seed: int) -> None:
+        """Starts the head over on the same variables (Nikishin et al., 2022: resets against the primacy bias): actor
+        and critics take the initial values of a head built with `seed`, the targets copy the critics, the temperature
+        is `sac.init_alpha` again, the return statistics and the three optimizers' steps and moments are zero. The
+        world model is not touched; nothing is traced again (the compiled policy and updates read these variables)."""
+        self.actor.initialize(seed)
+        self.critic1.initialize(seed)
+        self.critic2.initialize(seed + 1)
+        self.soft_update_targets(1.0)
+        self.log_alpha.assign(math.log(self.config.init_alpha))
+        if self.config.return_normalization:
+            self.return_range.assign(tf.zeros_like(self.return_range))
+            self.return_updates.assign(0.0)
+        for optimizer in (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer):
+            optimizer.reset()
 
     def soft_update_targets(self, tau: float) -> None:
         """target <- (1 - tau) * target + tau * online."""

@@ -29,10 +29,16 @@ class Dense(tf.Module):
     def __init__(self, in_size: int, out_size: int, activation: Activation = None, seed: int = 0, name: str = "dense"):
         super().__init__(name=name)
         with self.name_scope:
-            scope = tf.get_current_name_scope()
-            self.kernel = tf.Variable(_glorot([in_size, out_size], in_size, out_size, seed, scope + "/kernel"), name="kernel")
+            self._kernel_key = tf.get_current_name_scope() + "/kernel"  # keys the kernel's initial values, with the seed
+            self.kernel = tf.Variable(_glorot([in_size, out_size], in_size, out_size, seed, self._kernel_key), name="kernel")
             self.bias = tf.Variable(tf.zeros([out_size]), name="bias")
         self.activation = activation
+
+    def initialize(self, seed: int) -> None:
+        """Assigns the values a layer built with `seed` (and the same name) starts from: new weights, same variables."""
+        in_size, out_size = self.kernel.shape
+        self.kernel.assign(_glorot([in_size, out_size], in_size, out_size, seed, self._kernel_key))
+        self.bias.assign(tf.zeros_like(self.bias))
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         """Computes in x's dtype: float32 weights are cast for bfloat16 inputs (planning in bfloat16)."""
@@ -56,6 +62,11 @@ class MLP(tf.Module):
             sizes = [in_size] + [units] * layers
             self.hidden = [Dense(a, b, activation, seed, name=f"h{i}") for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
             self.out = Dense(sizes[-1], out_size, None, seed, name="out")
+
+    def initialize(self, seed: int) -> None:
+        """Assigns every layer the values an MLP built with `seed` (and the same name) starts from (`Dense.initialize`)."""
+        for layer in (*self.hidden, self.out):
+            layer.initialize(seed)
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         """[..., in_size] -> [..., out_size] in x's dtype; leading dims are folded into one batch."""

@@ -43,7 +43,7 @@ from planet_sac.compiled import compiled_method
 from planet_sac.config import Config, ConfigError, SACConfig
 from planet_sac.control.dynamics_actor import METRICS as DYNAMICS_METRICS
 from planet_sac.control.dynamics_actor import dynamics_actor_update
-from planet_sac.control.sac import SAC
+from planet_sac.control.sac import SAC, reset_seed
 from planet_sac.control.transitions import Transitions, imagined_lambda_transitions, imagined_transitions, real_transitions, value_loss
 from planet_sac.diagnostics import foreground_errors
 from planet_sac.models.world_model import WorldModel
@@ -118,6 +118,12 @@ class Learner(tf.Module):
         obs = batch[self.world_model.obs_key]
         embed = self.world_model.embed(obs, self.world_model.observation_noise(self.rng, obs))
         return head_round(self.world_model, self.sac, embed, batch, self.rng)
+
+    def reset_head(self, step: int) -> None:
+        """Starts the SAC head over after model update `step` (`SAC.reset`), with a seed of the run's and the step's
+        (`sac.reset_seed`): a resumed run resets as the never-stopped one did. Eager, in the strategy's scope."""
+        with self.strategy.scope():
+            self.sac.reset(reset_seed(self.config.seed, step))
 
     def _update(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One world-model update, then the actor-critic's updates on the posterior features it produced."""

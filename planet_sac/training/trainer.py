@@ -16,7 +16,7 @@ right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule
             test_phases.run(catch_up_head(batches))       # held-out loss, test episodes, compare, checkpoint
             continue
         if when.done(step): break
-        step = update(next(batches))                      # world model + SAC head
+        step = update(next(batches))                      # world model + SAC head (+ the head's reset, when due)
         if when.collect(step): collect(collecting_policy(policy, when.collection(step)))  # failing: checkpoint, owed
         if when.log(step, collected): log(update, collection, replay stats)
         if when.video(step): log_open_loop(next(batches))
@@ -184,6 +184,18 @@ class Trainer:
             metrics = self.learner.catch_up(next(batches))
         return {f"catchup/{key}": float(value) for key, value in metrics.items()}
 
+    def reset_head(self, step: int, batches: Iterator[dict]) -> dict:
+        """Starts the SAC head over after update `step` (`Learner.reset_head`), then trains it `sac.reset_rounds`
+        rounds on replay batches with the world model frozen (`Learner.catch_up`), before it acts again. Returns the
+        last round's metrics as `reset/sac/*` (empty without rounds)."""
+        self.learner.reset_head(step)
+        metrics: dict = {}
+        for _ in range(self.config.sac.reset_rounds):
+            metrics = self.learner.catch_up(next(batches))
+        log.info("step %d: the SAC head starts over (sac.reset_every=%d), then %d rounds on the frozen model", step,
+                 self.config.sac.reset_every, self.config.sac.reset_rounds)
+        return {f"reset/{key}": float(value) for key, value in metrics.items()}
+
     def test_phase(self, batches: Iterator[dict]) -> dict:
         """The test phase as one unit: the SAC head catches up with the model, then `TestPhase.run` evaluates and checkpoints."""
         last = self.test_phases.run(self.catch_up_head(batches))
@@ -276,6 +288,8 @@ class Trainer:
         update_start = time.perf_counter()
         metrics = self.learner.update(next(batches))
         step = int(self.counters.step.assign_add(1).numpy())
+        if self.config.sac.reset_every and step % self.config.sac.reset_every == 0:
+            metrics = {**metrics, **self.reset_head(step, batches)}  # before any checkpoint of this step
         window.updated(update_start)
         if int(self.learner.consecutive_skips.numpy()) >= self.config.optim.max_nonfinite_updates:
             raise NonFiniteError(

@@ -202,3 +202,62 @@ def test_return_normalization_starts_at_scale_one_and_its_first_update_debiases_
     assert high - low > 5.0
     np.testing.assert_allclose(sac.return_range.numpy(), [0.01 * low, 0.01 * high], rtol=1e-4)
     np.testing.assert_allclose(float(sac.return_scale()), high - low, rtol=1e-4)
+
+
+def _batch(seed):
+    g = np.random.default_rng(seed)
+    return (g.normal(size=(N, F)).astype(np.float32), np.tanh(g.normal(size=(N, A))).astype(np.float32),
+            g.normal(size=N).astype(np.float32), np.ones(N, np.float32), g.normal(size=(N, F)).astype(np.float32))
+
+
+def test_reset_starts_the_head_over_as_a_head_built_with_the_new_seed():
+    """sac.reset_every: after updates have moved every part of the head, `reset(seed)` leaves it as a head built with
+    `seed` (weights and targets), the temperature at sac.init_alpha, the return statistics and all three optimizers
+    at zero, on the same variables: a function traced before it is not traced again and computes the new head's
+    actions, and the next update is the new head's first update, as Adam's first step (t = 1) makes it."""
+    config = SACConfig(units=16, init_alpha=0.5, return_normalization=True)
+    sac = SAC(config, F, A, seed=3)
+    variables = list(sac.variables)
+    for data_seed in range(3):
+        sac.update(*_batch(data_seed), rng=tf.random.Generator.from_seed(data_seed))
+    act = tf.function(lambda features: sac.act(features, tf.zeros([N, A]), True))
+    features = _batch(9)[0]
+    before = act(features).numpy()
+    fresh = SAC(config, F, A, seed=17)
+
+    sac.reset(17)
+    assert [v.ref() for v in sac.variables] == [v.ref() for v in variables]  # the same variables, new values
+    for name, (mine, theirs) in {v.name: (v, w) for v, w in zip(sac.variables, fresh.variables)}.items():
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy(), err_msg=name)
+    for online, target in ((sac.critic1, sac.target_critic1), (sac.critic2, sac.target_critic2)):
+        for o, t in zip(online.variables, target.variables):
+            np.testing.assert_array_equal(t.numpy(), o.numpy())
+    assert float(sac.alpha) == pytest.approx(0.5)
+    assert sac.return_range.numpy().tolist() == [0.0, 0.0] and float(sac.return_updates.numpy()) == 0.0
+    for optimizer in (sac.actor_optimizer, sac.critic_optimizer, sac.alpha_optimizer):
+        assert int(optimizer.iterations.numpy()) == 0
+        assert all(not np.any(slot.numpy()) for slot in (*optimizer.m, *optimizer.v))
+    after = act(features).numpy()
+    assert act.experimental_get_tracing_count() == 1
+    np.testing.assert_allclose(after, fresh.act(features, tf.zeros([N, A]), True).numpy(), rtol=1e-6)
+    assert not np.allclose(after, before)
+
+    sac.update(*_batch(5), rng=tf.random.Generator.from_seed(5))
+    fresh.update(*_batch(5), rng=tf.random.Generator.from_seed(5))
+    for mine, theirs in zip(sac.variables, fresh.variables):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-7, err_msg=mine.name)
+
+
+def test_a_reset_seed_is_new_for_every_run_seed_and_step():
+    """Each (run seed, update) pair gives its own seed, apart from the head's initial ones (seed and seed + 1)."""
+    from planet_sac.config import MAX_SEED
+    from planet_sac.control.sac import reset_seed
+
+    seeds = {reset_seed(seed, step) for seed in (0, 1, 2, MAX_SEED) for step in (1, 2, 500, 400_000)}
+    assert len(seeds) == 16 and not seeds & {0, 1, 2, 3, MAX_SEED, MAX_SEED + 1}
+    assert max(seeds) < 2**63  # a stateless seed is an int64
+    first = SAC(SACConfig(units=8), F, A, seed=0)
+    second = SAC(SACConfig(units=8), F, A, seed=0)
+    first.reset(reset_seed(0, 500))
+    second.reset(reset_seed(0, 1000))
+    assert not np.allclose(first.actor.out.kernel.numpy(), second.actor.out.kernel.numpy())

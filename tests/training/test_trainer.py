@@ -3,11 +3,13 @@ stop signal ends it after the current step with a checkpoint."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import signal
 
+import numpy as np
 import pytest
 
 from planet_sac.config_loading import apply_overrides
@@ -204,3 +206,45 @@ def test_the_python_api_takes_paths_and_refuses_wrong_types_before_writing(tmp_p
     with pytest.raises(ConfigError, match="episodes=0: evaluate at least 1 episode"):
         evaluate(tmp_path / "run", 0, "random")
     assert evaluate(tmp_path / "run", 1, "random")["step"] == 0
+
+
+def test_the_sac_head_starts_over_after_every_reset_every_updates_then_trains_its_rounds(smoke_config, tmp_path, caplog):
+    """sac.reset_every=3, sac.reset_rounds=2: after update 3 (not 1 or 2) the head is the one a head built with the
+    reset's seed starts as, when its first round begins; the two rounds (one SAC update each) are then all its
+    optimizers have taken, while the world model keeps its three updates; the record at 3 holds the last round's
+    metrics, and the log says so."""
+    from planet_sac.control.sac import SAC, reset_seed
+    from planet_sac.training.trainer import Trainer
+
+    config = apply_overrides(smoke_config, [*TINY[:-1], "sac.updates_per_step=1", "sac.reset_every=3",
+                                            "sac.reset_rounds=2"])
+    caplog.set_level(logging.INFO, logger="planet_sac")
+    trainer = Trainer(config, str(tmp_path / "run"), progress=False)
+    try:
+        sac = trainer.agent.sac
+        fresh = SAC(config.sac, trainer.agent.world_model.rssm.feature_size, sac.action_size,
+                    seed=reset_seed(config.seed, 3))
+        rounds: list[tuple[int, list]] = []
+        catch_up = trainer.learner.catch_up
+
+        def first_weights_of_each_round(batch):
+            rounds.append((int(trainer.counters.step.numpy()), [v.numpy().copy() for v in sac.trainable_variables]))
+            return catch_up(batch)
+
+        trainer.learner.catch_up = first_weights_of_each_round
+        trainer.run(2)
+        assert int(sac.critic_optimizer.iterations.numpy()) == 2 and not rounds
+        last = trainer.run(3)
+    finally:
+        trainer.close()
+    assert [step for step, _ in rounds] == [3, 3]
+    for mine, theirs in zip(rounds[0][1], fresh.trainable_variables):
+        np.testing.assert_array_equal(mine, theirs.numpy())
+    assert not np.array_equal(rounds[1][1][0], rounds[0][1][0])  # the first round trained it
+    for optimizer in (sac.actor_optimizer, sac.critic_optimizer, sac.alpha_optimizer):
+        assert int(optimizer.iterations.numpy()) == 2  # the two rounds since the reset
+    assert int(trainer.learner.optimizer.iterations.numpy()) == 3  # the world model was not reset
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in records if "reset/sac/q" in record] == [3]
+    assert last["step"] == 3 and last["phase"] == "test"  # the test phase at 3 came after the reset and its rounds
+    assert "step 3: the SAC head starts over (sac.reset_every=3), then 2 rounds on the frozen model" in caplog.messages

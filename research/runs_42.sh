@@ -451,6 +451,25 @@ EOF
   # final evaluation 106.5 against 102.5); cheetah-run 0 failed (111.2 / 116.9, mean 114.1 against 251.1; evaluation
   # 116.1 against 306.0), its world model's losses level with the reference's. Walker-walk 0 was stopped at 8k,
   # unread, and its folder removed; v4's seed 4 resumed in both workers.
+  # `reset_v5` (2026-12-03, snapshot 07c026b: `sac.reset_every`, `sac.reset_rounds`): the head starts over every 500
+  # model updates (at 25k, 45k, 65k, 85k env steps), then trains 250 SAC-only rounds on the frozen model before it
+  # acts again. Why: on v5's walker-walk 0 at 32k a fresh head on the frozen model beat the run's own head (98.2):
+  # 110.9 after 227 rounds, 200.5 after 454, 202.9 after 681, then 168.7, 108.0, 158.2 up to 1362; the run's own head
+  # trained on did not rise (76.8 / 64.5 / 70.7; docs/results.md, "Walker-walk: is the online head's history what
+  # holds it back?"). Walker-walk 1 has no reference run at 50k, so cheetah-run's two seeds take its place.
+  # 500 updates between resets keep the head within that 450-700 rounds' window at most test phases; 250 rounds put
+  # it past the online head before it collects. On v5's keys, against explsched50_v4 (v5's keys on v4's file) at 50k,
+  # the same seeds: walker-walk 0 first (test 40k / 50k 258.8 / 291.6, mean 275.2; final evaluation 319.3), then
+  # cheetah-run 0 (197.7 / 304.4, mean 251.1; 306.0) and cheetah-run 1 (174.0 / 285.0, mean 229.5; 295.8). Rule,
+  # fixed before the runs: the next task runs only if walker-walk 0's mean of its 40k and 50k test phases and its
+  # final evaluation are both above the reference's; kept as v6's candidate only if, besides, each cheetah seed's two
+  # figures are not below its reference's by more than one config's spread at 50k (112). Read beside it: the test
+  # phases right after a reset (30k: 125 updates + 250 rounds since the reset at 25k), the minutes the rounds cost
+  # (time/update_seconds of the reset steps' records), and v5's own walker-walk 0 at 50k on this machine (the same
+  # keys as the reference, another machine's last bits).
+  for entry in "dmc:walker-walk 0" "dmc:cheetah-run 0" "dmc:cheetah-run 1"; do
+    echo "reset_v5 07c026b v5 50000 $entry sac.reset_every=500 sac.reset_rounds=250"
+  done
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
   # v5 (2026-12-03, snapshot c7e53a5: configs/dmc_vision_cpu.yaml with explsched50's `sac.exploration_steps: 50000`,

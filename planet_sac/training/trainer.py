@@ -26,7 +26,7 @@ right phase. `Trainer.run` is that schedule, read as a loop (`when` is `schedule
 The parts live elsewhere and work alone: `Agent` (planet_sac/agent.py), `Learner`
 (training/learner.py), the replay loader (episodes/loader.py), `Actor` (acting/actor.py), the
 run's episode folders (episodes/folder.py), its environments and collection (training/collection.py),
-the schedule (training/schedule.py), the test phase (training/test_phase.py), the run's counters,
+the schedule (training/schedule.py), the test phase (training/testing.py), the run's counters,
 restore, training replay and checkpoints (training/run_state.py), the checks of what a run is given
 (training/run_checks.py).
 With `schedule.collect: false` the trainer collects nothing itself and learns from the
@@ -66,7 +66,7 @@ from planet_sac.training.run_lock import lock_run
 from planet_sac.training.run_state import Counters, OwedCollection, RunProgress, RunState, reset_seeds, run_checkpointer, run_variables
 from planet_sac.training.schedule import SAC_ACTING, Every, LogWindow, collecting_policy, evenly_spread
 from planet_sac.training.signals import GracefulStop, TrainingStopped
-from planet_sac.training.test_phase import TestPhase
+from planet_sac.training.testing import TestPhase
 
 log = logging.getLogger("planet_sac")
 

@@ -658,7 +658,7 @@ def test_a_run_set_aside_killed_midway_and_resumed_past_a_damaged_checkpoint_end
     in test_episodes/interrupted/: it used to join the held-out data, one too many) and training episodes (2 seed +
     one per 5 updates), not more env steps. SAC updates are off: none of this depends on them."""
     from planet_sac.config_loading import load_config
-    from planet_sac.training import test_phase as test_phase_module
+    from planet_sac.training import testing as test_phase_module
     from planet_sac.training.trainer import Trainer
 
     settings = ["schedule.train_phase_steps=5", "schedule.test_episodes=1", "data.test_seed_episodes=2",

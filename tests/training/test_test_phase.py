@@ -10,7 +10,7 @@ import pytest
 from planet_sac.config import ConfigError
 from planet_sac.config_loading import apply_overrides
 from planet_sac.training import collection as collection_module
-from planet_sac.training import test_phase as test_phase_module
+from planet_sac.training import testing as test_phase_module
 from tests.conftest import CONFIGS
 
 

@@ -20,12 +20,6 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import planet_sac  # noqa: E402, F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
-
-# isort: split
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
 SMOKE = os.path.join(ROOT, "configs", "smoke.yaml")
 
 SIZES = {  # name -> (observation, config overrides on configs/smoke.yaml, batch, chunk length)
@@ -42,7 +36,13 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    args = parser.parse_args()
+    args = parser.parse_args()  # before TensorFlow loads: --help and a wrong flag answer at once
+    import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+    # isort: split
+    import numpy as np
+    import tensorflow as tf
+
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.devices)
 

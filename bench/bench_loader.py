@@ -30,13 +30,6 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import planet_sac  # noqa: E402, F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
-
-# isort: split
-import tensorflow as tf  # noqa: E402
-
-from planet_sac.episodes import EpisodeReplay, make_dataset, save_episode  # noqa: E402
-
 
 def synthetic_episode(rng: np.random.Generator, length: int, size: int = 64, action_dim: int = 6) -> dict:
     """An aligned episode whose frames are a drifting colour pattern plus noise."""
@@ -54,6 +47,8 @@ def synthetic_episode(rng: np.random.Generator, length: int, size: int = 64, act
 
 def write_episodes(directory: str, episodes: int, length: int, seed: int = 0) -> tuple[int, int]:
     """Write the episodes; return (raw array bytes, bytes on disk)."""
+    from planet_sac.episodes import save_episode
+
     rng = np.random.default_rng(seed)
     raw = disk = 0
     for _ in range(episodes):
@@ -78,7 +73,13 @@ def main() -> None:
     parser.add_argument("--chunk-length", type=int, default=50)
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--dir", help="reuse/keep episodes here instead of a temporary directory")
-    args = parser.parse_args()
+    args = parser.parse_args()  # before TensorFlow loads: --help and a wrong flag answer at once
+    import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+    # isort: split
+    import tensorflow as tf
+
+    from planet_sac.episodes import EpisodeReplay, make_dataset
 
     directory = args.dir or tempfile.mkdtemp(prefix="bench_loader_")
     try:

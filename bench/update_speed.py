@@ -29,24 +29,15 @@ import os
 import statistics
 import time
 
-import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
-
-# isort: split
-import numpy as np
-import tensorflow as tf
-
-from planet_sac.benchmark import machine
-from planet_sac.config_loading import apply_overrides, load_config
-from planet_sac.control.sac import SAC
-from planet_sac.models.world_model import WorldModel
-from planet_sac.training.learner import Learner
-
 MEASUREMENT_ENVIRONMENT = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS", "ONEDNN_MAX_CPU_ISA",
                            "TF_ENABLE_ONEDNN_OPTS")
 """Environment variables that change an update's speed, written beside the results (None: not set)."""
 
 
 def image_batch(batch: int, length: int, action_size: int, seed: int = 0) -> dict:
+    import numpy as np
+    import tensorflow as tf
+
     rng = np.random.default_rng(seed)
     return {"image": tf.constant(rng.integers(0, 256, (batch, length, 64, 64, 3), dtype=np.uint8)),
             "action": tf.constant(rng.uniform(-1, 1, (batch, length, action_size)).astype(np.float32)),
@@ -74,7 +65,16 @@ def main() -> None:
     parser.add_argument("--catch-up", action="store_true",
                         help="also time Learner.catch_up: the SAC updates and imagination alone, the model frozen")
     parser.add_argument("--json")
-    args = parser.parse_args()
+    args = parser.parse_args()  # before TensorFlow loads: --help and a wrong flag answer at once
+    import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
+
+    # isort: split
+    from planet_sac.benchmark import machine
+    from planet_sac.config_loading import apply_overrides, load_config
+    from planet_sac.control.sac import SAC
+    from planet_sac.models.world_model import WorldModel
+    from planet_sac.training.learner import Learner
+
     config = load_config(args.config, args.overrides)
     variants = {"": []}
     for item in args.variants:

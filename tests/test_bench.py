@@ -534,3 +534,22 @@ def test_update_speed_times_each_variant_on_a_batch_of_its_own_shape(tmp_path, m
     assert results["float32"]["batch_shape"] == [4, 10]  # configs/smoke.yaml's 4 x 10
     assert results["small/float32"]["batch_shape"] == [2, 6]
     assert all(len(result["times"]) == 1 for result in results.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["update_speed", "bench_distribute", "bench_loader", "suite_table", "lever_table"])
+def test_a_bench_scripts_help_answers_without_loading_tensorflow(script):
+    """`python bench/SCRIPT.py --help` prints its usage and exits 0 before TensorFlow loads (seconds on 2 cores)."""
+    import subprocess
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{script}.py"
+    probe = ("import runpy, sys\n"
+             f"sys.argv = [{str(path)!r}, '--help']\n"
+             "try:\n"
+             f"    runpy.run_path({str(path)!r}, run_name='__main__')\n"
+             "except SystemExit as exit:\n"
+             "    print('exit', exit.code, 'tensorflow' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "usage:" in result.stdout and result.stdout.strip().endswith("exit 0 False")

@@ -34,17 +34,6 @@ MEASUREMENT_ENVIRONMENT = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "
 """Environment variables that change an update's speed, written beside the results (None: not set)."""
 
 
-def image_batch(batch: int, length: int, action_size: int, seed: int = 0) -> dict:
-    import numpy as np
-    import tensorflow as tf
-
-    rng = np.random.default_rng(seed)
-    return {"image": tf.constant(rng.integers(0, 256, (batch, length, 64, 64, 3), dtype=np.uint8)),
-            "action": tf.constant(rng.uniform(-1, 1, (batch, length, action_size)).astype(np.float32)),
-            "reward": tf.constant(rng.normal(size=(batch, length)).astype(np.float32)),
-            "discount": tf.ones((batch, length))}
-
-
 def graph_ops(concrete) -> dict:
     """Ops of the update's graph and of all functions in its library (loop bodies, cond branches)."""
     graph_def = concrete.graph.as_graph_def()
@@ -69,7 +58,7 @@ def main() -> None:
     import planet_sac  # noqa: F401  (before TensorFlow: it turns oneDNN on, see planet_sac/startup.py)
 
     # isort: split
-    from planet_sac.benchmark import machine
+    from planet_sac.benchmark import image_batch, machine
     from planet_sac.config_loading import apply_overrides, load_config
     from planet_sac.control.sac import SAC
     from planet_sac.models.world_model import WorldModel
@@ -97,7 +86,7 @@ def main() -> None:
     for name, precision, world_model_class, sac_class, learner_class, settings in builders:
         cfg = apply_overrides(config, [*settings, f"optim.precision={precision}"])
         # each learner its own config's batch shape, so a variant may change data.batch_size or chunk_length
-        batch = batches[name] = image_batch(cfg.data.batch_size, cfg.data.chunk_length, args.action_size)
+        batch = batches[name] = image_batch(cfg.data.batch_size, cfg.data.chunk_length, action_size=args.action_size)
         model = world_model_class(cfg.model, "image", (64, 64, 3), args.action_size, precision=cfg.optim.precision)
         learner = learner_class(cfg, model, sac_class(cfg.sac, model.rssm.feature_size, args.action_size))
         start = time.perf_counter()

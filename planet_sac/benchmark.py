@@ -113,11 +113,12 @@ def matmul_rate(dtype: tf.DType, rows: int, size: int, reps: int, chain: int = 1
     return 2.0 * rows * size * size * chain / seconds / 1e9
 
 
-def image_batch(batch: int, length: int, seed: int = 0) -> dict[str, tf.Tensor]:
+def image_batch(batch: int, length: int, seed: int = 0, action_size: int = ACTION_SIZE) -> dict[str, tf.Tensor]:
+    """A random batch of `batch` chunks of `length` 64x64 frames, actions, rewards and discounts (timing input)."""
     rng = np.random.default_rng(seed)
     return {
         "image": tf.constant(rng.integers(0, 256, (batch, length, 64, 64, 3), dtype=np.uint8)),
-        "action": tf.constant(rng.uniform(-1, 1, (batch, length, ACTION_SIZE)).astype(np.float32)),
+        "action": tf.constant(rng.uniform(-1, 1, (batch, length, action_size)).astype(np.float32)),
         "reward": tf.constant(rng.normal(size=(batch, length)).astype(np.float32)),
         "discount": tf.ones((batch, length)),
     }

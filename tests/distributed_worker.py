@@ -8,10 +8,11 @@ writes its results to OUT (an .npz file) and asserts nothing itself.
 
 - `mirrored OUT`: 2 logical CPU devices. A learner under MirroredStrategy (2 replicas) and one
   under the default strategy start from the same weights and make the same `UPDATES` updates on
-  the same global batches; OUT holds both learners' variables and metrics (the default strategy's
+  the same global batches, the SAC head reset after `RESET_AFTER`; OUT holds both learners' variables and metrics (the default strategy's
   are also the one-device reference of the `worker` scenario).
 - `worker OUT`: one worker of the cluster in TF_CONFIG (optim.strategy=multi_worker), making
-  `UPDATES` updates on its share of the global batches; OUT holds its initial and final variables.
+  `UPDATES` updates on its share of the global batches (the SAC head reset after `RESET_AFTER`); OUT holds its
+  initial and final variables.
 - `trainer OUT LOGDIR`: 2 logical CPU devices. Resumes the run in LOGDIR (written without a
   strategy) with optim.strategy=mirrored, collects an episode and makes 2 more updates;
   OUT holds every replica's restored values and the variables after the updates.
@@ -24,6 +25,7 @@ import sys
 import numpy as np
 
 UPDATES = 3
+RESET_AFTER = 2  # the SAC head starts over after this update (sac.reset_every), in every scenario alike
 OVERRIDES = [  # of configs/smoke.yaml: every kind of noise (overshooting's is split on axis 1), micro-batches, SAC on
     "model.overshooting_distance=2", "model.overshooting_scale=0.5", "model.free_nats=1.0", "optim.accumulate=2",
     "sac.batch_size=32", "sac.real_ratio=0.5", "sac.imagination_horizon=3", "model.value_scale=0.5",
@@ -90,6 +92,9 @@ def mirrored(out: str) -> None:
         for learner, label in ((one, "one"), (two, "two")):
             metrics = learner.update(global_batch(step))
             results.update({f"{label}/metric{step}/{key}": value.numpy() for key, value in metrics.items()})
+            if step + 1 == RESET_AFTER:  # every replica's copy starts over alike, as one device's head
+                learner.reset_head(RESET_AFTER)
+    results["sac_steps_since_reset"] = two.sac.critic_optimizer.iterations.numpy()
     for learner, label in ((one, "one"), (two, "two")):
         results.update({f"{label}/{name}": value for name, value in values(learner).items()})
     results["replicas"] = np.array(strategy.num_replicas_in_sync)
@@ -121,6 +126,8 @@ def worker(out: str) -> None:
     for step in range(UPDATES):
         batch = global_batch(step, config.data.batch_size)
         learner.update({key: value[index * size:(index + 1) * size] for key, value in batch.items()})
+        if step + 1 == RESET_AFTER:
+            learner.reset_head(RESET_AFTER)
     results.update({f"final/{name}": value for name, value in values(learner).items()})
     np.savez(out, **results)
 

@@ -22,7 +22,7 @@ from planet_sac.config import ConfigError
 from planet_sac.config_loading import apply_overrides, load_config
 from planet_sac.training import distribute
 from tests.conftest import CONFIGS, ROOT, made_once_per_session
-from tests.distributed_worker import UPDATES
+from tests.distributed_worker import RESET_AFTER, UPDATES
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 
@@ -85,6 +85,8 @@ def test_two_replicas_make_the_update_of_one_device(mirrored):
         assert any(name.startswith(prefix) for name in moved), f"nothing under {prefix} changed: the test would prove nothing"
     assert float(metrics_one["metric1/train/update_finite"]) == 1.0 and float(metrics_one["metric1/sac/update_finite"]) == 1.0
     assert bool(mirrored["replicas_agree"])  # every replica holds the same values, bit for bit
+    # the head was reset after update RESET_AFTER (under the strategy too): its optimizer counts the steps since
+    assert int(mirrored["sac_steps_since_reset"]) == UPDATES - RESET_AFTER == 1
 
 
 @pytest.mark.slow

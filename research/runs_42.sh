@@ -470,6 +470,11 @@ EOF
   for entry in "dmc:walker-walk 0" "dmc:cheetah-run 0" "dmc:cheetah-run 1"; do
     echo "reset_v5 07c026b v5 50000 $entry sac.reset_every=500 sac.reset_rounds=250"
   done
+  # Read 2026-12-04: not kept. Walker-walk 0 failed (test 40k / 50k 120.4 / 236.6, mean 178.5 against 275.2; final
+  # evaluation 219.3 against 319.3), though ahead of v5's own walker-walk 0 on this machine (mean 110.3), bit-identical
+  # to it up to the first reset. The worker went on to cheetah-run 0 with no session there to stop it (129.6 / 194.7,
+  # mean 162.2 against 251.1; evaluation 229.6 against 306.0: below on both); cheetah-run 1 was stopped at 11k by the
+  # machine's end, unread, and its folder removed.
   # v3's benchmark runs and the v2 runs that were queued here after them were superseded (v3 by v4, v2 by v3) and
   # are not run; their finished runs are published (bench/results/dmc_vision_v2, dmc_vision_v3).
   # v5 (2026-12-03, snapshot c7e53a5: configs/dmc_vision_cpu.yaml with explsched50's `sac.exploration_steps: 50000`,

@@ -18,6 +18,10 @@
 #                                        its unfinished runs' records so far into unfinished/<task>/seed<k>/);
 #                                        never checkpoints, episodes or event files
 #
+# A worker runs every entry its ONLY matches, whatever a rule says of the runs before it: an entry gated on an
+# earlier run's reading is written commented out and enabled once that run is read (reset_v5's cheetah-run 0 ran
+# on 2026-12-03 with its gate failed, no session there to stop it).
+#
 # OUT holds one suite folder per lever (OUT/<lever>/), the benchmark's (OUT/dmc_vision_v<N>/, one per config) and the
 # code snapshots (OUT/src-<commit>/, made by `git archive` on first use). The runs of docs/results.md ("Closing the gap to
 # DreamerV3") used OUT=~/runs/levers. Compare a lever with its reference at the same seeds and steps:
